@@ -1,0 +1,41 @@
+# Two commands a new user needs: `make demo` and `make test`. Both create .venv and install
+# everything themselves. torch==2.13.0 goes in first so pip never resolves a CUDA build.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test test-slow bench lint clean venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e ".[all,dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/searchgym squeeze --quick --out runs/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+bench: $(STAMP)
+	$(PY) scripts/bench_retrieval.py
+	$(PY) scripts/bench_server.py
+	$(PY) scripts/bench_world.py
+	$(PY) scripts/bench_env.py
+	$(PY) scripts/bench_agents.py
+	$(PY) scripts/bench_train.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check searchgym scripts tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info
