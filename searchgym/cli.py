@@ -25,12 +25,20 @@ app.add_typer(index_app, name="index")
 app.add_typer(data_app, name="data")
 
 GROUPS = {"index": index_app, "data": data_app}
-PARTS = ("retrieval", "data", "envs", "agents", "diversity", "train")
+# Modules that add commands; each has ``register(app, groups)``.
+COMMAND_MODULES = (
+    "searchgym.retrieval.commands",       # index build / index info / search
+    "searchgym.retrieval.serve_command",  # serve
+    "searchgym.data.commands",            # data export-world / data ...
+    "searchgym.envs.commands",
+    "searchgym.agents.commands",          # rollout / eval
+    "searchgym.diversity.commands",       # analyze
+    "searchgym.train.commands",           # squeeze / sft / rl
+)
 
 
 def _register_parts() -> None:
-    for part in PARTS:
-        name = f"searchgym.{part}.commands"
+    for name in COMMAND_MODULES:
         if importlib.util.find_spec(name) is None:
             continue
         importlib.import_module(name).register(app, GROUPS)
