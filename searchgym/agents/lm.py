@@ -1,0 +1,440 @@
+"""Hugging Face causal-LM policy: a standalone batched sampler (:func:`generate`) and :class:`LMAgent`.
+
+:func:`generate` is the one sampling loop of searchgym; the trainers import it. It left-pads the batch,
+runs the prompt once and then decodes token by token with the KV cache, samples with temperature and
+top-p, and stops each sequence on its own at a stop string (``</search>``, ``</answer>``), at an extra
+stop token id, or at EOS. For every generated token it returns
+
+- ``logprobs[t]`` = log softmax(z_t / T)[y_t], the log-probability of the sampled token under the
+  temperature-scaled distribution (before top-p truncation, which is what a trainer recomputes), and
+- ``entropies[t]`` = -sum_j p_tj log p_tj with p_t = softmax(z_t / T), the entropy of the full
+  next-token distribution (literature notes §3: a property of the generation distribution).
+
+With ``temperature == 0`` decoding is greedy and both are computed at T = 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from searchgym.errors import ConfigError, ModelLoadError
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+STOP_STRINGS: tuple[str, ...] = ("</search>", "</answer>")
+
+
+@dataclass
+class GenerationOutput:
+    """One sampled continuation.
+
+    ``token_ids`` are the generated ids (the prompt is not included), cut after the token that completed
+    the stop string (that token may carry a few characters after it, e.g. a newline); ``text`` is the
+    decoded continuation cut right after the stop string. ``finish_reason`` is ``"stop"`` (stop string
+    or stop id), ``"eos"`` or ``"length"``.
+    """
+
+    text: str
+    token_ids: list[int]
+    logprobs: list[float]
+    entropies: list[float]
+    finish_reason: str = "length"
+    stop_string: str | None = None
+    prompt_len: int = 0
+    prompt_truncated: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+def _max_positions(model: Any) -> int | None:
+    cfg = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        v = getattr(cfg, name, None)
+        if isinstance(v, int) and v > 0:
+            return v
+    return None
+
+
+def _pad_id(tokenizer: Any) -> int:
+    for name in ("pad_token_id", "eos_token_id", "unk_token_id"):
+        v = getattr(tokenizer, name, None)
+        if isinstance(v, int):
+            return v
+    return 0
+
+
+def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
+    out: set[int] = set()
+    for src in (getattr(tokenizer, "eos_token_id", None),
+                getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
+        if isinstance(src, int):
+            out.add(src)
+        elif isinstance(src, (list, tuple)):
+            out.update(int(x) for x in src)
+    return out
+
+
+def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Zero the tail of each row outside the smallest set of tokens whose mass reaches ``top_p``."""
+    import torch
+
+    sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
+    cum = torch.cumsum(sorted_p, dim=-1)
+    remove = (cum - sorted_p) > top_p  # keeps the first token always
+    sorted_p = sorted_p.masked_fill(remove, 0.0)
+    out = torch.zeros_like(probs).scatter_(-1, idx, sorted_p)
+    return out
+
+
+def generate(
+    model: Any,
+    tokenizer: Any,
+    prompts: Sequence[Sequence[int]] | Sequence[str],
+    *,
+    max_new_tokens: int = 64,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    stop_strings: Sequence[str] = STOP_STRINGS,
+    stop_token_ids: Sequence[int] = (),
+    stop_at_eos: bool = True,
+    device: str | torch.device | None = None,
+    generator: torch.Generator | None = None,
+    add_special_tokens: bool = False,
+) -> list[GenerationOutput]:
+    """Sample one continuation per prompt, batched, with per-sequence stopping.
+
+    ``prompts`` are token-id lists or strings (strings are tokenized with ``add_special_tokens``; chat
+    templates already carry their special tokens). A prompt that would overflow the model's context is
+    cut from the left (``prompt_truncated``). ``generator`` seeds the sampling (it must live on
+    ``device``). Returns one :class:`GenerationOutput` per prompt, in order.
+    """
+    import torch
+
+    if max_new_tokens < 1:
+        raise ConfigError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    if temperature < 0:
+        raise ConfigError(f"temperature must be >= 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ConfigError(f"top_p must be in (0, 1], got {top_p}")
+    n = len(prompts)
+    if n == 0:
+        return []
+    if device is None:
+        device = next(model.parameters()).device
+    device = torch.device(device)
+
+    ids_list: list[list[int]] = []
+    for p in prompts:
+        if isinstance(p, str):
+            ids_list.append(list(tokenizer(p, add_special_tokens=add_special_tokens)["input_ids"]))
+        else:
+            ids_list.append([int(x) for x in p])
+    max_pos = _max_positions(model)
+    truncated = [False] * n
+    if max_pos is not None:
+        budget = max_pos - max_new_tokens
+        if budget < 1:
+            raise ConfigError(f"max_new_tokens={max_new_tokens} does not fit the model context ({max_pos})")
+        for i, ids in enumerate(ids_list):
+            if len(ids) > budget:
+                ids_list[i] = ids[-budget:]
+                truncated[i] = True
+    for i, ids in enumerate(ids_list):
+        if not ids:  # an empty prompt: start from BOS/EOS so the model has something to condition on
+            bos = getattr(tokenizer, "bos_token_id", None)
+            ids_list[i] = [bos if isinstance(bos, int) else _pad_id(tokenizer)]
+
+    pad = _pad_id(tokenizer)
+    lens = [len(x) for x in ids_list]
+    width = max(lens)
+    input_ids = torch.full((n, width), pad, dtype=torch.long)
+    attn = torch.zeros((n, width), dtype=torch.long)
+    for i, ids in enumerate(ids_list):
+        input_ids[i, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+        attn[i, width - len(ids):] = 1
+    input_ids = input_ids.to(device)
+    attn = attn.to(device)
+    position_ids = (attn.cumsum(-1) - 1).clamp(min=0)
+
+    stops = [s for s in stop_strings if s]
+    stop_ids = {int(x) for x in stop_token_ids}
+    eos = _eos_ids(tokenizer, model) if stop_at_eos else set()
+    tail = max((len(s) for s in stops), default=0) + 4
+
+    gen_ids: list[list[int]] = [[] for _ in range(n)]
+    logps: list[list[float]] = [[] for _ in range(n)]
+    ents: list[list[float]] = [[] for _ in range(n)]
+    finish = ["length"] * n
+    stop_hit: list[str | None] = [None] * n
+    active = torch.ones(n, dtype=torch.bool)
+    greedy = temperature == 0
+    scale = 1.0 if greedy else float(temperature)
+
+    was_training = model.training
+    model.eval()
+    past = None
+    cur_ids, cur_pos = input_ids, position_ids
+    try:
+        with torch.inference_mode():
+            for _step in range(max_new_tokens):
+                out = model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos,
+                            past_key_values=past, use_cache=True)
+                past = out.past_key_values
+                logits = out.logits[:, -1, :].float() / scale
+                logp_all = torch.log_softmax(logits, dim=-1)
+                probs = logp_all.exp()
+                entropy = -(probs * logp_all).sum(-1)
+                if greedy:
+                    nxt = torch.argmax(logits, dim=-1)
+                else:
+                    sp = _top_p_filter(probs, top_p) if top_p < 1.0 else probs
+                    nxt = torch.multinomial(sp, 1, generator=generator).squeeze(-1)
+                lp = logp_all.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
+                nxt_c, lp_c, ent_c = nxt.tolist(), lp.tolist(), entropy.tolist()
+                for i in range(n):
+                    if not active[i]:
+                        continue
+                    tok = nxt_c[i]
+                    gen_ids[i].append(tok)
+                    logps[i].append(lp_c[i])
+                    ents[i].append(ent_c[i])
+                    if tok in eos:
+                        finish[i] = "eos"
+                        active[i] = False
+                    elif tok in stop_ids:
+                        finish[i] = "stop"
+                        active[i] = False
+                    elif stops:
+                        t = tokenizer.decode(gen_ids[i][-tail:], skip_special_tokens=True)
+                        for s in stops:
+                            if s in t:
+                                finish[i], stop_hit[i] = "stop", s
+                                active[i] = False
+                                break
+                if not bool(active.any()):
+                    break
+                # Finished rows keep decoding a pad token; their outputs are ignored.
+                feed = torch.tensor([t if a else pad for t, a in zip(nxt_c, active.tolist())],
+                                    dtype=torch.long, device=device)
+                cur_ids = feed.unsqueeze(-1)
+                cur_pos = cur_pos[:, -1:] + 1
+                attn = torch.cat([attn, torch.ones((n, 1), dtype=attn.dtype, device=device)], dim=-1)
+    finally:
+        if was_training:
+            model.train()
+
+    results: list[GenerationOutput] = []
+    for i in range(n):
+        text = tokenizer.decode(gen_ids[i], skip_special_tokens=True)
+        s = stop_hit[i]
+        if s is not None:
+            cut = min((text.find(x) + len(x) for x in stops if x in text), default=len(text))
+            text = text[:cut]
+        results.append(GenerationOutput(text=text, token_ids=gen_ids[i], logprobs=logps[i],
+                                        entropies=ents[i], finish_reason=finish[i], stop_string=s,
+                                        prompt_len=lens[i], prompt_truncated=truncated[i]))
+    return results
+
+
+# --------------------------------------------------------------------------------------------------
+# Loading
+
+
+def _hub_offline() -> bool:
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _hub_reachable(timeout: float = 3.0) -> bool:
+    import httpx
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    try:
+        httpx.head(endpoint, timeout=timeout, follow_redirects=False)
+        return True
+    except (httpx.HTTPError, OSError):
+        return False
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or os.sep in name.strip("/").split("/", 1)[-1] or \
+        name.count("/") > 1 or name.endswith((".json", ".safetensors", ".bin"))
+
+
+def load_model_and_tokenizer(
+    model_name_or_path: str,
+    *,
+    device: str = "cpu",
+    dtype: str | None = None,
+    trust_remote_code: bool = False,
+) -> tuple[Any, Any]:
+    """Load a causal LM and its tokenizer from a local directory, or from the hub when online.
+
+    A path that does not exist, or a hub name while offline (``HF_HUB_OFFLINE=1`` or hub unreachable),
+    raises :class:`ModelLoadError` at once, never a hang: the load uses ``local_files_only`` then.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = str(model_name_or_path)
+    path = Path(name).expanduser()
+    local = path.exists()
+    if not local and _looks_like_path(name):
+        raise ModelLoadError(f"model path {name!r} does not exist; pass a directory with config.json and "
+                             f"weights (e.g. one written by model.save_pretrained), or a hub name")
+    local_only = local or _hub_offline() or not _hub_reachable()
+    src = str(path) if local else name
+    torch_dtype: Any = None
+    if dtype not in (None, "auto"):
+        try:
+            torch_dtype = getattr(torch, str(dtype))
+        except AttributeError as exc:
+            raise ConfigError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from exc
+    elif dtype == "auto":
+        torch_dtype = "auto"
+    try:
+        tok = AutoTokenizer.from_pretrained(src, local_files_only=local_only,
+                                            trust_remote_code=trust_remote_code)
+        kw: dict[str, Any] = {"local_files_only": local_only, "trust_remote_code": trust_remote_code}
+        if torch_dtype is not None:
+            kw["dtype"] = torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(src, **kw)
+    except (OSError, ValueError) as exc:
+        how = ("it is not a local directory and the Hugging Face hub is offline/unreachable; download "
+               "it first (huggingface-cli download) and pass the local path"
+               if local_only and not local else "check that the directory holds a causal LM and tokenizer")
+        raise ModelLoadError(f"cannot load model {name!r}: {how} ({type(exc).__name__}: {exc})") from exc
+    try:
+        model.to(device)
+    except (RuntimeError, AssertionError) as exc:
+        raise ModelLoadError(f"cannot move model {name!r} to device {device!r}: {exc}") from exc
+    model.eval()
+    if getattr(tok, "pad_token_id", None) is None and getattr(tok, "eos_token_id", None) is not None:
+        tok.pad_token = tok.eos_token
+    return model, tok
+
+
+# --------------------------------------------------------------------------------------------------
+# The agent
+
+
+@dataclass
+class _Slot:
+    prompt_ids: list[int] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)  # prompt + everything after it, as fed to the model
+    mask: list[int] = field(default_factory=list)  # 1 = the agent's own token (after the prompt)
+    text: str = ""  # the conversation after the prompt (actions + observations), for display
+
+
+class LMAgent:
+    """A policy backed by a Hugging Face causal LM, multi-turn, batched over env slots.
+
+    The first observation of an episode (the env prompt) becomes the user message of the chat template
+    when the tokenizer has one (plain text otherwise); the agent's actions and the ``<information>``
+    observations are then appended to the assistant turn, as Search-R1 does. Per-slot token ids and a
+    loss mask (1 on the agent's own tokens) are kept in ``slot_state(i)``; ``last_outputs`` holds the
+    :class:`GenerationOutput` of the last ``act`` call.
+    """
+
+    def __init__(
+        self,
+        model_name_or_path: str | None = None,
+        *,
+        device: str = "cpu",
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int = 64,
+        trust_remote_code: bool = False,
+        dtype: str | None = None,
+        model: Any = None,
+        tokenizer: Any = None,
+        seed: int | None = None,
+        use_chat_template: bool | None = None,
+        name: str | None = None,
+    ):
+        import torch
+
+        if model is None or tokenizer is None:
+            if model_name_or_path is None:
+                raise ConfigError("LMAgent needs model_name_or_path, or model= and tokenizer=")
+            model, tokenizer = load_model_and_tokenizer(model_name_or_path, device=device, dtype=dtype,
+                                                        trust_remote_code=trust_remote_code)
+        self.model, self.tokenizer = model, tokenizer
+        self.device = device
+        self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        self.use_chat_template = has_template if use_chat_template is None else use_chat_template
+        self.name = name or str(model_name_or_path or type(model).__name__)
+        self.generator: torch.Generator | None = None
+        if seed is not None:
+            self.generator = torch.Generator(device=device).manual_seed(int(seed))
+        self._slots: dict[int, _Slot] = {}
+        self.last_outputs: list[GenerationOutput] = []
+
+    # -- state ---------------------------------------------------------------------------------------
+    def reset(self, indices: Sequence[int] | None = None) -> None:
+        if indices is None:
+            self._slots.clear()
+        else:
+            for i in indices:
+                self._slots.pop(int(i), None)
+
+    def slot_state(self, index: int) -> _Slot | None:
+        return self._slots.get(index)
+
+    def encode_prompt(self, prompt: str) -> list[int]:
+        tok = self.tokenizer
+        if self.use_chat_template:
+            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                          tokenize=True)
+            if isinstance(ids, dict) or hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return [int(x) for x in ids]
+        return [int(x) for x in tok(prompt, add_special_tokens=True)["input_ids"]]
+
+    def _observe(self, index: int, obs: str, info: dict) -> _Slot:
+        from searchgym.agents.base import is_new_episode
+
+        slot = self._slots.get(index)
+        if slot is None or is_new_episode(obs, info):
+            ids = self.encode_prompt(obs)
+            slot = _Slot(prompt_ids=list(ids), ids=list(ids), mask=[0] * len(ids))
+            self._slots[index] = slot
+        else:
+            new = [int(x) for x in self.tokenizer(obs, add_special_tokens=False)["input_ids"]]
+            slot.ids.extend(new)
+            slot.mask.extend([0] * len(new))
+            slot.text += obs
+        return slot
+
+    # -- acting --------------------------------------------------------------------------------------
+    def act_with_stats(self, observations: Sequence[str], infos: Sequence[dict] | None = None, *,
+                       indices: Sequence[int] | None = None) -> list[GenerationOutput]:
+        from searchgym.agents.base import batch_indices, infos_or_empty
+
+        idx = batch_indices(len(observations), indices)
+        infs = infos_or_empty(infos, len(observations))
+        slots = [self._observe(i, o, inf) for i, o, inf in zip(idx, observations, infs)]
+        outs = generate(self.model, self.tokenizer, [s.ids for s in slots],
+                        max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                        device=self.device, generator=self.generator)
+        for s, o in zip(slots, outs):
+            s.ids.extend(o.token_ids)
+            s.mask.extend([1] * len(o.token_ids))
+            s.text += o.text
+        self.last_outputs = outs
+        return outs
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict] | None = None, *,
+            indices: Sequence[int] | None = None) -> list[str]:
+        return [o.text for o in self.act_with_stats(observations, infos, indices=indices)]
