@@ -1,0 +1,216 @@
+"""Parsing agent actions: Search-R1 tags, tool-call JSON, and structured action objects.
+
+Grammar (Search-R1 compatible)::
+
+    <think> ... </think> <search> query </search>     -> a search
+    <answer> final answer </answer>                   -> the answer, ends the episode
+    <tool_call>{"name": "search", "arguments": {"query": "q"}}</tool_call>
+    <tool_call>{"name": "search", "arguments": {"query_list": ["q1", "q2"]}}</tool_call>
+    <tool_call>{"name": "answer", "arguments": {"answer": "a"}}</tool_call>
+
+The **first complete tag wins**: among ``<search>``, ``<answer>`` and ``<tool_call>``, the one whose closing
+tag comes first in the text (what a generator with these closing tags as stop strings produces). Its content
+runs from the last matching opening tag before that close, so ``<search><search>q</search>`` searches
+``q``. Text before the opening tag is the agent's thinking. Anything else is an invalid action and carries
+an ``error`` saying what was wrong; parsing never raises, whatever the input.
+
+Parsing is linear in the length of the text (``str.find``/``rfind`` only, no backtracking regex), so a
+1 MB action costs about a millisecond.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+SEARCH, ANSWER, INVALID = "search", "answer", "invalid"
+
+# Limits that keep a hostile action cheap; over-limit actions are invalid (with a message), not truncated.
+MAX_QUERY_CHARS = 2000
+MAX_QUERIES_PER_STEP = 8
+MAX_ANSWER_CHARS = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchAction:
+    """A search for programmatic agents: one ``query`` or several ``queries`` (a parallel search)."""
+
+    query: str | None = None
+    queries: Sequence[str] | None = None
+
+    def to_text(self, style: str = "search_r1") -> str:
+        qs = [self.query] if self.query is not None else list(self.queries or [])
+        if style == "tool_call":
+            args: dict[str, Any] = {"query": qs[0]} if len(qs) == 1 else {"query_list": qs}
+            return "<tool_call>" + json.dumps({"name": "search", "arguments": args}, ensure_ascii=False) + \
+                "</tool_call>"
+        if len(qs) == 1:
+            return f"<search> {qs[0]} </search>"
+        args = {"query_list": qs}
+        return "<tool_call>" + json.dumps({"name": "search", "arguments": args}, ensure_ascii=False) + \
+            "</tool_call>"
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerAction:
+    """The final answer, for programmatic agents."""
+
+    answer: str
+
+    def to_text(self, style: str = "search_r1") -> str:
+        if style == "tool_call":
+            return "<tool_call>" + json.dumps({"name": "answer", "arguments": {"answer": self.answer}},
+                                              ensure_ascii=False) + "</tool_call>"
+        return f"<answer> {self.answer} </answer>"
+
+
+class ParsedAction:
+    """The result of parsing one action. ``kind`` is ``search``, ``answer`` or ``invalid``."""
+
+    __slots__ = ("answer", "error", "fmt", "kind", "queries", "raw", "thinking")
+
+    def __init__(self, kind: str, queries: tuple[str, ...] = (), answer: str | None = None,
+                 thinking: str = "", error: str | None = None, raw: str = "", fmt: str = "tag"):
+        self.kind = kind
+        self.queries = queries
+        self.answer = answer
+        self.thinking = thinking
+        self.error = error
+        self.raw = raw
+        self.fmt = fmt  # "tag", "tool_call" or "object": how the agent expressed it
+
+    @property
+    def query(self) -> str | None:
+        return self.queries[0] if self.queries else None
+
+    def __repr__(self) -> str:
+        return (f"ParsedAction(kind={self.kind!r}, queries={self.queries!r}, answer={self.answer!r}, "
+                f"error={self.error!r}, fmt={self.fmt!r})")
+
+
+_TAGS = (("search", "<search>", "</search>"), ("answer", "<answer>", "</answer>"),
+         ("tool_call", "<tool_call>", "</tool_call>"))
+
+
+def _invalid(error: str, raw: str, thinking: str = "", fmt: str = "tag") -> ParsedAction:
+    return ParsedAction(INVALID, error=error, raw=raw, thinking=thinking, fmt=fmt)
+
+
+def _check_queries(qs: Any, raw: str, thinking: str, fmt: str) -> ParsedAction:
+    if isinstance(qs, str):
+        qs = [qs]
+    if not isinstance(qs, (list, tuple)) or not qs:
+        return _invalid("the search needs a non-empty query (a string) or query_list (a list of strings)",
+                        raw, thinking, fmt)
+    if len(qs) > MAX_QUERIES_PER_STEP:
+        return _invalid(f"too many queries in one step ({len(qs)}; at most {MAX_QUERIES_PER_STEP})",
+                        raw, thinking, fmt)
+    out = []
+    for q in qs:
+        if not isinstance(q, str):
+            return _invalid(f"every query must be a string, got {type(q).__name__}", raw, thinking, fmt)
+        q = q.strip()
+        if not q:
+            return _invalid("the search query is empty", raw, thinking, fmt)
+        if len(q) > MAX_QUERY_CHARS:
+            return _invalid(f"the search query is too long ({len(q)} characters; at most {MAX_QUERY_CHARS})",
+                            raw, thinking, fmt)
+        out.append(q)
+    return ParsedAction(SEARCH, queries=tuple(out), raw=raw, thinking=thinking, fmt=fmt)
+
+
+def _check_answer(ans: Any, raw: str, thinking: str, fmt: str) -> ParsedAction:
+    if isinstance(ans, (int, float)) and not isinstance(ans, bool):
+        ans = str(ans)
+    if not isinstance(ans, str):
+        return _invalid(f"the answer must be a string, got {type(ans).__name__}", raw, thinking, fmt)
+    ans = ans.strip()
+    if len(ans) > MAX_ANSWER_CHARS:
+        return _invalid(f"the answer is too long ({len(ans)} characters; at most {MAX_ANSWER_CHARS})",
+                        raw, thinking, fmt)
+    return ParsedAction(ANSWER, answer=ans, raw=raw, thinking=thinking, fmt=fmt)
+
+
+def _parse_call(call: Any, raw: str, thinking: str, fmt: str) -> ParsedAction:
+    """A tool call as a dict: ``{"name": ..., "arguments": {...}}`` (arguments may be a JSON string)."""
+    if not isinstance(call, Mapping):
+        return _invalid("a tool call must be a JSON object with 'name' and 'arguments'", raw, thinking, fmt)
+    name = call.get("name")
+    args = call.get("arguments", call.get("parameters", {}))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError):
+            return _invalid("the tool call's 'arguments' string is not valid JSON", raw, thinking, fmt)
+    if not isinstance(args, Mapping):
+        return _invalid("the tool call's 'arguments' must be a JSON object", raw, thinking, fmt)
+    if name == "search":
+        if "query_list" in args:
+            return _check_queries(args["query_list"], raw, thinking, fmt)
+        if "queries" in args:
+            return _check_queries(args["queries"], raw, thinking, fmt)
+        if "query" in args:
+            q = args["query"]
+            return _check_queries(q if isinstance(q, (str, list)) else [q], raw, thinking, fmt)
+        return _invalid("the search call needs 'query' or 'query_list' in its arguments", raw, thinking, fmt)
+    if name == "answer":
+        if "answer" not in args:
+            return _invalid("the answer call needs 'answer' in its arguments", raw, thinking, fmt)
+        return _check_answer(args["answer"], raw, thinking, fmt)
+    return _invalid(f"unknown tool {str(name)[:80]!r}; the tools are 'search' and 'answer'", raw, thinking, fmt)
+
+
+def parse_text(text: str) -> ParsedAction:
+    """Parse raw agent text. Never raises."""
+    best_end, best = -1, None
+    for name, open_t, close_t in _TAGS:
+        i = text.find(open_t)
+        if i < 0:
+            continue
+        j = text.find(close_t, i + len(open_t))
+        if j < 0:
+            continue
+        if best is None or j < best_end:
+            best_end, best = j, (name, text.rfind(open_t, i, j), open_t)
+    if best is None:
+        return _invalid("no complete <search>, <answer> or <tool_call> tag", text)
+    name, start, open_t = best
+    content = text[start + len(open_t):best_end]
+    thinking = text[:start]
+    if name == "search":
+        return _check_queries(content, text, thinking, "tag")
+    if name == "answer":
+        return _check_answer(content, text, thinking, "tag")
+    try:
+        call = json.loads(content)
+    except (ValueError, RecursionError):
+        return _invalid("the tool call is not valid JSON", text, thinking, "tool_call")
+    return _parse_call(call, text, thinking, "tool_call")
+
+
+def parse_action(action: Any) -> ParsedAction:
+    """Parse any action the environment accepts: text, a Search/AnswerAction, or a tool-call dict."""
+    if isinstance(action, str):
+        return parse_text(action)
+    if isinstance(action, SearchAction):
+        qs = [action.query] if action.query is not None else action.queries
+        return _check_queries(list(qs) if isinstance(qs, (list, tuple)) else qs, action.to_text(), "",
+                              "object")
+    if isinstance(action, AnswerAction):
+        return _check_answer(action.answer, action.to_text(), "", "object")
+    if isinstance(action, Mapping):
+        try:
+            raw = json.dumps(action, ensure_ascii=False, default=str)
+        except (TypeError, ValueError, RecursionError):
+            raw = repr(action)[:1000]
+        return _parse_call(action, raw, "", "object")
+    if isinstance(action, (bytes, bytearray)):
+        return parse_text(bytes(action).decode("utf-8", errors="replace"))
+    try:
+        raw = repr(action)[:1000]
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not crash a rollout
+        raw = f"<{type(action).__name__}>"
+    return _invalid(f"an action must be text or a SearchAction/AnswerAction, got {type(action).__name__}",
+                    raw, fmt="object")
