@@ -1,0 +1,553 @@
+"""Diversity and policy-side metrics, implemented from ``literature.md`` §1.2, §3, §4 and §6.
+
+Template-distribution metrics take either a mapping ``{template: count}`` (a ``Counter``) or a sequence of
+labels (one per query); a numpy array of numbers is read as counts. All entropies are in nats.
+
+* ``entropy`` (plug-in) H = -Σ p log p; ``miller_madow_entropy`` H + (K-1)/(2N);
+  ``effective_number`` exp(H) (Hill q=1); ``inverse_simpson`` 1/Σp² (Hill q=2);
+  ``top_k_mass``; ``rank_frequency_beta`` (slope of log f(rank) = c - β·rank); ``js_divergence``.
+* Text: ``distinct_n``, ``self_bleu`` (Texygen-style, lower = more diverse), ``compression_ratio``
+  (size / gzip size of the joined texts; higher = more repetitive).
+* Embeddings (rows are normalised here): ``mean_pairwise_distance`` (remote clique),
+  ``chamfer_distance``, ``vendi_score`` (exp of the entropy of the eigenvalues of K/n).
+* Search process: ``move_entropy``, ``duplicate_query_rate``, ``new_document_yield``.
+* Sampling: ``rarefy`` (equal-size subsamples), ``rarefied`` (mean of a metric over subsamples),
+  ``bootstrap_ci``, ``within_across`` (within-question vs across-question aggregation).
+* Policy side: ``pass_at_k`` (unbiased, stable product form), ``pass_hat_k`` (pass^k),
+  ``mean_pass_at_k``, ``cover_at``, ``token_entropy_summary``, ``fit_entropy_law`` (R = -a·exp(H) + b).
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import random
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+# ----------------------------------------------------------------------------------------------
+# pass@k family (literature §4)
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k = 1 - C(n-c, k)/C(n, k) for one problem (Chen et al. 2021).
+
+    Stable product form: 1 - Π_{i=n-c+1}^{n} (1 - k/i); exactly 1.0 when n - c < k.
+    """
+    n, c, k = int(n), int(c), int(k)
+    if n < 0 or c < 0 or k < 1 or c > n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and k >= 1, got n={n}, c={c}, k={k}")
+    if k > n:
+        raise ValueError(f"pass_at_k needs k <= n (n={n} samples, k={k})")
+    if n - c < k:
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """pass^k = C(c, k)/C(n, k): the chance that k samples drawn without replacement all succeed."""
+    n, c, k = int(n), int(c), int(k)
+    if n < 0 or c < 0 or k < 1 or c > n or k > n:
+        raise ValueError(f"pass_hat_k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if c < k:
+        return 0.0
+    prod = 1.0
+    for i in range(k):
+        prod *= (c - i) / (n - i)
+    return prod
+
+
+def mean_pass_at_k(results: Sequence[tuple[int, int]], k: int) -> float:
+    """Dataset pass@k: the mean over problems of ``pass_at_k(n, c, k)``; ``results`` holds (n, c) pairs."""
+    if not results:
+        return float("nan")
+    return float(np.mean([pass_at_k(n, c, k) for n, c in results]))
+
+
+def mean_pass_hat_k(results: Sequence[tuple[int, int]], k: int) -> float:
+    if not results:
+        return float("nan")
+    return float(np.mean([pass_hat_k(n, c, k) for n, c in results]))
+
+
+def cover_at(results: Sequence[tuple[int, int]], tau: float) -> float:
+    """Cover@τ: the share of problems whose success rate c/n is at least τ."""
+    if not results:
+        return float("nan")
+    return float(np.mean([(c / n if n else 0.0) >= tau for n, c in results]))
+
+
+# ----------------------------------------------------------------------------------------------
+# template distributions (literature §6, §6.1)
+
+
+def _counts(x: Any) -> np.ndarray:
+    if isinstance(x, Mapping):
+        arr = np.fromiter((float(v) for v in x.values()), dtype=float, count=len(x))
+    elif isinstance(x, np.ndarray) and x.dtype.kind in "iuf":
+        arr = x.astype(float).ravel()
+    else:
+        arr = np.fromiter(Counter(x).values(), dtype=float)
+    return arr[arr > 0]
+
+
+def counts_of(items: Iterable[Hashable]) -> Counter:
+    return Counter(items)
+
+
+def entropy(x: Any) -> float:
+    """Plug-in Shannon entropy in nats of a count mapping or a label sequence (0 for one template)."""
+    c = _counts(x)
+    n = c.sum()
+    if n <= 0:
+        return float("nan")
+    p = c / n
+    h = float(-(p * np.log(p)).sum())
+    return h if h > 0 else 0.0
+
+
+def miller_madow_entropy(x: Any) -> float:
+    """Miller–Madow bias-corrected entropy H + (K - 1)/(2N), K = observed templates, N = samples."""
+    c = _counts(x)
+    n = c.sum()
+    if n <= 0:
+        return float("nan")
+    return float(entropy(c) + (len(c) - 1) / (2.0 * n))
+
+
+def effective_number(x: Any) -> float:
+    """exp(H): the Hill number of order 1 (1 for a single template, M for M equiprobable ones)."""
+    h = entropy(x)
+    return float(math.exp(h)) if not math.isnan(h) else float("nan")
+
+
+def inverse_simpson(x: Any) -> float:
+    """1/Σp²: the Hill number of order 2."""
+    c = _counts(x)
+    n = c.sum()
+    if n <= 0:
+        return float("nan")
+    p = c / n
+    return float(1.0 / (p * p).sum())
+
+
+def top_k_mass(x: Any, k: int = 1) -> float:
+    """Share of the samples that fall in the k most frequent templates."""
+    c = _counts(x)
+    n = c.sum()
+    if n <= 0:
+        return float("nan")
+    return float(np.sort(c)[::-1][:k].sum() / n)
+
+
+def mass_coverage(x: Any, mass: float = 0.5) -> int:
+    """Number of (most frequent) templates needed to cover ``mass`` of the samples."""
+    c = _counts(x)
+    if c.size == 0:
+        return 0
+    cum = np.cumsum(np.sort(c)[::-1]) / c.sum()
+    return int(np.searchsorted(cum, mass - 1e-12) + 1)
+
+
+def rank_frequency_beta(x: Any, top_r: int = 10) -> float:
+    """Decay β of the least-squares fit log f(rank) = c - β·rank over the top-R ranks (f = relative freq).
+
+    Larger β = mass concentrated on the first templates. NaN with fewer than two templates.
+    """
+    c = np.sort(_counts(x))[::-1][:top_r]
+    if c.size < 2:
+        return float("nan")
+    f = c / c.sum()
+    ranks = np.arange(1, c.size + 1, dtype=float)
+    slope, _ = np.polyfit(ranks, np.log(f), 1)
+    return float(-slope)
+
+
+def js_divergence(p_counts: Any, q_counts: Any) -> float:
+    """Jensen–Shannon divergence (nats, in [0, log 2]) between two template distributions.
+
+    Both arguments are count mappings or label sequences; templates are matched by key.
+    """
+    p = p_counts if isinstance(p_counts, Mapping) else Counter(p_counts)
+    q = q_counts if isinstance(q_counts, Mapping) else Counter(q_counts)
+    keys = sorted(set(p) | set(q), key=str)
+    pv = np.array([float(p.get(k, 0)) for k in keys])
+    qv = np.array([float(q.get(k, 0)) for k in keys])
+    if pv.sum() <= 0 or qv.sum() <= 0:
+        return float("nan")
+    pv, qv = pv / pv.sum(), qv / qv.sum()
+    m = 0.5 * (pv + qv)
+
+    def kl(a: np.ndarray, b: np.ndarray) -> float:
+        mask = a > 0
+        return float((a[mask] * np.log(a[mask] / b[mask])).sum())
+
+    js = 0.5 * kl(pv, m) + 0.5 * kl(qv, m)
+    return js if js > 0 else 0.0
+
+
+def novelty(p_counts: Any, q_counts: Any) -> float:
+    """Share of the samples of ``p`` whose template never occurs in ``q`` (template novelty)."""
+    p = p_counts if isinstance(p_counts, Mapping) else Counter(p_counts)
+    q = q_counts if isinstance(q_counts, Mapping) else Counter(q_counts)
+    total = sum(p.values())
+    if total <= 0:
+        return float("nan")
+    return sum(v for k, v in p.items() if k not in q) / total
+
+
+def template_stats(x: Any, *, top_r: int = 10) -> dict[str, float]:
+    """All template-distribution metrics of one set of templates, as a flat dict."""
+    c = _counts(x)
+    n = float(c.sum())
+    k = int(c.size)
+    h = entropy(c) if n else float("nan")
+    return {
+        "n": n,
+        "n_templates": k,
+        "entropy": h,
+        "miller_madow_entropy": miller_madow_entropy(c) if n else float("nan"),
+        "normalized_entropy": (h / math.log(k)) if k > 1 else 0.0,
+        "effective_number": effective_number(c) if n else float("nan"),
+        "inverse_simpson": inverse_simpson(c) if n else float("nan"),
+        "top1_mass": top_k_mass(c, 1) if n else float("nan"),
+        "top5_mass": top_k_mass(c, 5) if n else float("nan"),
+        "templates_50pct": mass_coverage(c, 0.5),
+        "templates_80pct": mass_coverage(c, 0.8),
+        "rank_beta": rank_frequency_beta(c, top_r),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# text metrics (literature §6 items 1, 4, 5)
+
+
+def _tok(text: str) -> list[str]:
+    from searchgym.diversity.templates import tokens
+
+    return tokens(text)
+
+
+def _ngrams(toks: Sequence[str], n: int) -> list[tuple[str, ...]]:
+    return [tuple(toks[i:i + n]) for i in range(len(toks) - n + 1)]
+
+
+def distinct_n(texts: Sequence[str], n: int = 2) -> float:
+    """|unique n-grams| / |n-grams| over all texts (Li et al. 2016); NaN when there are no n-grams."""
+    grams: list[tuple[str, ...]] = []
+    for t in texts:
+        grams.extend(_ngrams(_tok(t), n))
+    if not grams:
+        return float("nan")
+    return len(set(grams)) / len(grams)
+
+
+def self_bleu(texts: Sequence[str], max_n: int = 4, *, max_items: int = 1000, seed: int = 0) -> float:
+    """Self-BLEU (Zhu et al. 2018): mean over i of BLEU(text_i; references = all other texts).
+
+    Uniform weights over 1..max_n, clipped counts against the per-n-gram maximum over the other texts,
+    brevity penalty against the closest other length, and add-one smoothing for n > 1 (Lin & Och 2004,
+    NLTK ``method2``) so that short queries do not all score 0. Lower = more diverse. More than
+    ``max_items`` texts are subsampled (seeded).
+    """
+    texts = list(texts)
+    if len(texts) > max_items:
+        texts = random.Random(seed).sample(texts, max_items)
+    toks = [_tok(t) for t in texts]
+    m = len(toks)
+    if m < 2:
+        return float("nan")
+    # For each n-gram, the two largest per-text counts and which text has the largest.
+    best: list[dict[tuple[str, ...], tuple[int, int, int]]] = []
+    per_text: list[list[Counter]] = []
+    for n in range(1, max_n + 1):
+        table: dict[tuple[str, ...], tuple[int, int, int]] = {}
+        cs = []
+        for i, t in enumerate(toks):
+            cnt = Counter(_ngrams(t, n))
+            cs.append(cnt)
+            for g, v in cnt.items():
+                top1, who, top2 = table.get(g, (0, -1, 0))
+                if v > top1:
+                    table[g] = (v, i, top1)
+                elif v > top2:
+                    table[g] = (top1, who, v)
+        best.append(table)
+        per_text.append(cs)
+    lengths = np.array([len(t) for t in toks])
+    scores = []
+    for i, t in enumerate(toks):
+        if not t:
+            continue
+        logp = 0.0
+        for n in range(1, max_n + 1):
+            cnt = per_text[n - 1][i]
+            total = sum(cnt.values())
+            match = 0
+            for g, v in cnt.items():
+                top1, who, top2 = best[n - 1][g]
+                match += min(v, top2 if who == i else top1)
+            if n == 1:
+                if match == 0:
+                    logp = -math.inf
+                    break
+                logp += math.log(match / total)
+            else:
+                logp += math.log((match + 1) / (total + 1))
+        if logp == -math.inf:
+            scores.append(0.0)
+            continue
+        others = np.delete(lengths, i)
+        diffs = np.abs(others - len(t))
+        ref_len = int(others[np.lexsort((others, diffs))[0]])
+        bp = 1.0 if len(t) > ref_len else math.exp(1 - ref_len / len(t))
+        scores.append(bp * math.exp(logp / max_n))
+    return float(np.mean(scores)) if scores else float("nan")
+
+
+def compression_ratio(texts: Sequence[str]) -> float:
+    """size(joined text) / size(gzip(joined text)) (Shaib et al. 2024); higher = more repetitive."""
+    data = "\n".join(texts).encode("utf-8")
+    if not data:
+        return float("nan")
+    return len(data) / len(gzip.compress(data, compresslevel=9, mtime=0))
+
+
+# ----------------------------------------------------------------------------------------------
+# embedding metrics (literature §6 items 6, 7)
+
+
+def _unit(emb: Any) -> np.ndarray:
+    e = np.asarray(emb, dtype=np.float64)
+    if e.ndim != 2:
+        raise ValueError(f"embeddings must be a 2-D array (n, dim), got shape {e.shape}")
+    norms = np.linalg.norm(e, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return e / norms
+
+
+def mean_pairwise_distance(emb: Any) -> float:
+    """Mean cosine distance over all pairs i<j (the 'remote clique' score)."""
+    e = _unit(emb)
+    n = e.shape[0]
+    if n < 2:
+        return float("nan")
+    s = e.sum(axis=0)
+    # Σ_{i<j} cos = (|Σe|² - n) / 2
+    sum_cos = (float(s @ s) - n) / 2.0
+    return float(1.0 - sum_cos / (n * (n - 1) / 2.0))
+
+
+def chamfer_distance(emb: Any) -> float:
+    """Mean over i of the cosine distance to the nearest other item (sensitive to near-duplicates)."""
+    e = _unit(emb)
+    n = e.shape[0]
+    if n < 2:
+        return float("nan")
+    sims = e @ e.T
+    np.fill_diagonal(sims, -np.inf)
+    return float(np.mean(1.0 - sims.max(axis=1)))
+
+
+def vendi_score(emb: Any = None, *, kernel: Any = None) -> float:
+    """Vendi score exp(-Σ λ log λ), λ = eigenvalues of K/n (Friedman & Dieng 2022).
+
+    With embeddings, K is the cosine kernel (computed through the d×d Gram matrix when n > d). A
+    precomputed PSD kernel with unit diagonal may be passed instead. Identical items give 1.
+    """
+    if kernel is not None:
+        k = np.asarray(kernel, dtype=np.float64)
+        n = k.shape[0]
+        lam = np.linalg.eigvalsh(k / n)
+    else:
+        e = _unit(emb)
+        n, d = e.shape
+        if n == 0:
+            return float("nan")
+        mat = (e.T @ e) / n if n > d else (e @ e.T) / n
+        lam = np.linalg.eigvalsh(mat)
+    lam = lam[lam > 1e-12]
+    return float(math.exp(-(lam * np.log(lam)).sum()))
+
+
+# ----------------------------------------------------------------------------------------------
+# search-process metrics (literature §6.2, §6.3)
+
+
+def move_entropy(moves: Iterable[str]) -> float:
+    """Entropy (nats) of the reformulation-move distribution."""
+    return entropy(list(moves))
+
+
+def duplicate_query_rate(queries: Sequence[str]) -> float:
+    """Share of the queries of one episode that repeat an earlier query of it (after normalisation)."""
+    from searchgym.diversity.templates import normalize
+
+    if not queries:
+        return float("nan")
+    seen: set[str] = set()
+    dup = 0
+    for q in queries:
+        nq = normalize(q)
+        if nq in seen:
+            dup += 1
+        seen.add(nq)
+    return dup / len(queries)
+
+
+def new_document_yield(doc_ids_per_step: Sequence[Sequence[str]]) -> float:
+    """Mean over search steps of |docs_t minus docs_<t| / |docs_t| (StepSearch-style information gain)."""
+    seen: set[str] = set()
+    ys = []
+    for docs in doc_ids_per_step:
+        docs = list(docs)
+        if not docs:
+            continue
+        ys.append(sum(1 for d in set(docs) if d not in seen) / len(set(docs)))
+        seen.update(docs)
+    return float(np.mean(ys)) if ys else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------
+# sampling: rarefaction, bootstrap, within vs across question
+
+
+def rarefy(items: Sequence[Any], n: int, rng: random.Random | np.random.Generator | int | None = None) -> list:
+    """A subsample of exactly ``n`` items drawn without replacement (rarefaction to equal sample size)."""
+    items = list(items)
+    if n > len(items):
+        raise ValueError(f"cannot rarefy {len(items)} items to {n}")
+    if isinstance(rng, np.random.Generator):
+        idx = rng.choice(len(items), size=n, replace=False)
+        return [items[i] for i in sorted(idx)]
+    r = rng if isinstance(rng, random.Random) else random.Random(rng)
+    return r.sample(items, n)
+
+
+def rarefied(fn: Callable[[list], float], items: Sequence[Any], n: int, *, draws: int = 20,
+             seed: int = 0) -> float:
+    """Mean of ``fn`` over ``draws`` rarefied subsamples of size ``n`` (exact when len(items) == n)."""
+    items = list(items)
+    if len(items) == n:
+        return float(fn(items))
+    rng = random.Random(seed)
+    vals = [fn(rarefy(items, n, rng)) for _ in range(draws)]
+    return float(np.nanmean(vals))
+
+
+class CI(NamedTuple):
+    estimate: float
+    low: float
+    high: float
+
+
+def bootstrap_ci(fn: Callable[[list], float], items: Sequence[Any], n_boot: int = 1000, alpha: float = 0.05,
+                 seed: int = 0) -> CI:
+    """Percentile bootstrap CI of ``fn(items)``: resample items with replacement ``n_boot`` times."""
+    items = list(items)
+    if not items:
+        return CI(float("nan"), float("nan"), float("nan"))
+    est = float(fn(items))
+    rng = np.random.default_rng(seed)
+    n = len(items)
+    vals = np.array([fn([items[i] for i in rng.integers(0, n, n)]) for _ in range(n_boot)], dtype=float)
+    vals = vals[~np.isnan(vals)]
+    if vals.size == 0:
+        return CI(est, float("nan"), float("nan"))
+    lo, hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
+    return CI(est, float(lo), float(hi))
+
+
+def within_across(groups: Mapping[Hashable, Sequence[Any]], fn: Callable[[list], float], *,
+                  min_group: int = 2) -> dict[str, float]:
+    """Within-question vs across-question values of a set metric ``fn``.
+
+    ``groups`` maps a question to its items (e.g. the templates of its K rollouts). ``within`` is the mean
+    of ``fn`` over questions with at least ``min_group`` items; ``across`` is ``fn`` over all items pooled.
+    """
+    per = [fn(list(v)) for v in groups.values() if len(v) >= min_group]
+    per = [x for x in per if not math.isnan(x)]
+    pooled = [x for v in groups.values() for x in v]
+    return {
+        "within": float(np.mean(per)) if per else float("nan"),
+        "across": float(fn(pooled)) if pooled else float("nan"),
+        "n_groups": float(len(per)),
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# policy side (literature §1.2, §3)
+
+
+def flatten_floats(values: Any) -> np.ndarray:
+    """Flatten a flat or nested (per-trajectory) sequence of token entropies into a float array."""
+    if values is None:
+        return np.zeros(0)
+    if isinstance(values, np.ndarray):
+        return values.astype(float).ravel()
+    out: list[float] = []
+    for v in values:
+        if isinstance(v, (list, tuple, np.ndarray)):
+            out.extend(float(x) for x in np.asarray(v, dtype=float).ravel())
+        else:
+            out.append(float(v))
+    return np.asarray(out, dtype=float)
+
+
+def token_entropy_summary(values: Any, *, fork_threshold: float | None = None) -> dict[str, float]:
+    """Mean, 80th percentile, share of tokens above the batch 80th percentile (the 'forking' share of
+    Wang et al.), share below 1e-2, and (optionally) share above a fixed threshold such as 0.672."""
+    h = flatten_floats(values)
+    h = h[~np.isnan(h)]
+    if h.size == 0:
+        return {}
+    p80 = float(np.quantile(h, 0.8))
+    out = {
+        "token_entropy_mean": float(h.mean()),
+        "token_entropy_p80": p80,
+        "token_entropy_frac_above_p80": float((h > p80).mean()),
+        "token_entropy_frac_below_0.01": float((h < 1e-2).mean()),
+        "token_entropy_n": float(h.size),
+    }
+    if fork_threshold is not None:
+        out["token_entropy_frac_above_threshold"] = float((h > fork_threshold).mean())
+    return out
+
+
+def entropy_law(h: Any, a: float, b: float) -> Any:
+    """R = -a·exp(H) + b (Cui et al. 2025)."""
+    return -a * np.exp(h) + b
+
+
+def fit_entropy_law(H: Sequence[float], R: Sequence[float]) -> dict[str, float]:
+    """Fit R = -a·exp(H) + b by nonlinear least squares (scipy ``curve_fit``).
+
+    Returns a, b, the predicted ceiling at H = 0 (b - a), the residual RMSE and the number of points.
+    Needs at least three points with distinct H; otherwise the values are NaN.
+    """
+    from scipy.optimize import curve_fit
+
+    h = np.asarray(H, dtype=float)
+    r = np.asarray(R, dtype=float)
+    ok = ~(np.isnan(h) | np.isnan(r))
+    h, r = h[ok], r[ok]
+    nan = {"a": float("nan"), "b": float("nan"), "ceiling": float("nan"), "rmse": float("nan"),
+           "n": float(h.size)}
+    if h.size < 3 or np.ptp(h) == 0:
+        return nan
+    # Linear in (a, b) given exp(H): use the least-squares solution as the starting point.
+    design = np.stack([-np.exp(h), np.ones_like(h)], axis=1)
+    p0, *_ = np.linalg.lstsq(design, r, rcond=None)
+    try:
+        (a, b), _ = curve_fit(entropy_law, h, r, p0=p0, maxfev=10000)
+    except (RuntimeError, ValueError):
+        a, b = p0
+    resid = r - entropy_law(h, a, b)
+    return {"a": float(a), "b": float(b), "ceiling": float(b - a),
+            "rmse": float(np.sqrt(np.mean(resid ** 2))), "n": float(h.size)}

@@ -1,0 +1,412 @@
+"""Query -> template at several levels of abstraction (literature §6.1). Deterministic, pure Python.
+
+Levels (each coarser than the one before, except ``semantic`` which is orthogonal):
+
+``string``  the normalised query: NFKC, lowercase, apostrophes dropped, other punctuation -> space,
+            whitespace collapsed.
+``slot``    entity spans masked into typed slots. Spans come from (longest match first) the known titles
+            (corpus titles given to ``Templater``), the retrieved titles of the episode, and spans of the
+            question (capitalised runs and quoted strings of the question). Typed slots <PER>/<ORG>/<LOC>/
+            <WORK> when ``entity_types`` names the title's type, else <E>. Quoted strings -> <Q>,
+            dates (month names, ISO dates, years 1000-2099) -> <DATE>, other numbers -> <NUM>.
+            Capitalised runs inside the query itself (not at its start) also count as entities.
+``content`` the slot template with every remaining content word (NOUN, PROPN, ADJ, VERB, ADV, NUM)
+            replaced by its part-of-speech tag; function words, wh-words, operators and slots stay.
+``pos``     the part-of-speech shape: one universal tag per token of the slot template (slots read as
+            PROPN, <NUM>/<DATE> as NUM).
+``semantic`` a cluster id ``C<i>`` from sentence embeddings (threshold clustering), see ``SemanticClusterer``.
+
+Examples (``Templater(titles=["Barack Obama", "Hawaii"], entity_types={"Barack Obama": "PER"})``)::
+
+    "When was Barack Obama born?"        string  -> "when was barack obama born"
+                                         slot    -> "when was <PER> born"
+                                         content -> "when was <PER> VERB"
+                                         pos     -> "ADV AUX PROPN VERB"
+    "barack obama birth place 1961"      slot    -> "<PER> birth place <DATE>"
+                                         content -> "<PER> NOUN NOUN <DATE>"
+    "population of Hawaii in 2010"       slot    -> "population of <E> in <DATE>"
+                                         pos     -> "NOUN ADP PROPN ADP NUM"
+
+The part-of-speech tagger is a small deterministic one (closed-class word lists, a few hundred common
+verbs, suffix rules, capitalisation and the title index). It is not a statistical tagger; it only needs
+to be consistent, so that two queries of one form get one shape.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+
+from searchgym.errors import ConfigError
+
+LEVELS = ("string", "slot", "content", "pos", "semantic")
+TEXT_LEVELS = ("string", "slot", "content", "pos")
+SLOT_TYPES = ("PER", "ORG", "LOC", "WORK", "E", "NUM", "DATE", "Q")
+
+_APOS = re.compile(r"['\u2019\u2018`]")
+_PUNCT = re.compile(r"[^\w\s<>]|_")
+_PUNCT_STRICT = re.compile(r"[^\w\s]|_")
+_WS = re.compile(r"\s+")
+_QUOTED = re.compile(r"\"([^\"]{1,200})\"|\u201c([^\u201d]{1,200})\u201d")
+_ISO_DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
+_NUMBER = re.compile(r"^\d+(?:[.,]\d+)*(?:st|nd|rd|th|s)?$")
+_YEAR = re.compile(r"^(1\d{3}|20\d{2})s?$")
+_CAPRUN = re.compile(r"\b([A-Z][\w\-]*(?:\s+(?:(?:of|the|de|la|von|van|and|&)\s+)?(?:[A-Z][\w\-]*|\d+\b))*)")
+
+
+
+def _words(s: str) -> list[str]:
+    return s.split()
+
+
+MONTHS = frozenset(_words("january february march april may june july august september october november december "
+                   "jan feb mar apr jun jul aug sep sept oct nov dec"))
+
+# -- closed-class lexicon (universal POS) -----------------------------------------------------
+_LEX: dict[str, str] = {}
+for _tag, _wlist in {
+    "DET": "a an the this that these those each every some any no all both either neither another such",
+    "PRON": "i me my mine we us our ours you your yours he him his she her hers it its they them their theirs "
+            "who whom whose what which whoever whatever whichever myself yourself himself herself itself "
+            "ourselves themselves one something anything nothing someone anyone everyone",
+    "ADV": "when where why how whence whither wherever whenever however not never also very too so just "
+           "only still even ever already yet again often always sometimes usually then there here now "
+           "first last most more less least much else",
+    "AUX": "is are was were be been being am do does did done has have had having will would shall should "
+           "can could may might must",
+    "ADP": "of in on at by for with about against between into through during before after above below to "
+           "from up down out off over under within without along across behind beyond near since until "
+           "upon via per than like among amongst around toward towards onto despite inside outside",
+    "CCONJ": "and or but nor plus",
+    "SCONJ": "if because although though while whether unless that as",
+    "PART": "s n't",
+    "NUM": "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+           "sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety "
+           "hundred thousand million billion first second third fourth fifth",
+}.items():
+    for _w in _wlist.split():
+        _LEX.setdefault(_w, _tag)
+_LEX["that"] = "DET"
+_LEX["one"] = "NUM"
+_LEX["first"] = "ADJ"
+_LEX["last"] = "ADJ"
+
+_VERBS = frozenset(_words("""
+born died die dies wrote write writes written directed direct directs founded found founds located locate
+married marry marries won win wins lost lose loses played play plays sang sing sings starred star stars
+produced produce produces released release releases invented invent invents discovered discover discovers
+built build builds created create creates made make makes held hold holds led lead leads ruled rule rules
+owned own owns signed sign signs joined join joins left leave leaves came come comes became become becomes
+went go goes got get gets gave give gives took take takes said say says named name named called call calls
+known know knows based base bases began begin begins started start starts ended end ends published publish
+publishes composed compose composes painted paint paints designed design designs developed develop develops
+elected elect serve served serves worked work works lived live lives studied study studies taught teach
+teaches attended attend attends graduated graduate graduates located situated headquartered acquired acquire
+acquires merged merge merges hosted host hosts used use uses flows flow flowed borders border bordered
+contains contain contained includes include included features feature featured performed perform performs
+recorded record records appeared appear appears portrayed portray portrays voiced voice voices coached coach
+coaches managed manage manages tell find search look list show compare
+"""))
+
+_STOP = frozenset(w for w, t in _LEX.items() if t in {"DET", "PRON", "ADV", "AUX", "ADP", "CCONJ", "SCONJ", "PART"}
+                  or w in {"one"}) - {"first", "last", "most", "more", "less", "least", "much"}
+# Words that stay verbatim at the content level: function words, wh-words and search operators.
+_KEEP = _STOP | frozenset({"site", "intitle", "inurl", "filetype", "or", "and", "not", "vs", "versus"})
+
+_SUFFIX_RULES: tuple[tuple[str, str], ...] = (
+    ("ly", "ADV"), ("ing", "VERB"), ("ed", "VERB"), ("ize", "VERB"), ("ise", "VERB"), ("ify", "VERB"),
+    ("tion", "NOUN"), ("sion", "NOUN"), ("ment", "NOUN"), ("ness", "NOUN"), ("ity", "NOUN"), ("ism", "NOUN"),
+    ("ist", "NOUN"), ("ship", "NOUN"), ("ance", "NOUN"), ("ence", "NOUN"), ("hood", "NOUN"), ("age", "NOUN"),
+    ("ous", "ADJ"), ("ful", "ADJ"), ("ive", "ADJ"), ("able", "ADJ"), ("ible", "ADJ"), ("ical", "ADJ"),
+    ("ic", "ADJ"), ("less", "ADJ"), ("ish", "ADJ"), ("ian", "ADJ"), ("ese", "ADJ"), ("est", "ADJ"),
+    ("al", "ADJ"),
+)
+_SLOT_POS = {"NUM": "NUM", "DATE": "NUM"}
+_MARK = "xslotx"
+
+
+def normalize(text: str) -> str:
+    """Lowercase, drop apostrophes, punctuation -> space, collapse whitespace (the ``string`` level)."""
+    text = unicodedata.normalize("NFKC", text or "").lower()
+    text = _APOS.sub("", text)
+    text = _PUNCT_STRICT.sub(" ", text)
+    return _WS.sub(" ", text).strip()
+
+
+def tokens(text: str) -> list[str]:
+    """Normalised whitespace tokens."""
+    return normalize(text).split()
+
+
+def content_terms(text: str) -> list[str]:
+    """Normalised tokens minus stop/function words (falls back to all tokens if none are left)."""
+    toks = tokens(text)
+    kept = [t for t in toks if t not in _STOP]
+    return kept or toks
+
+
+@lru_cache(maxsize=65536)
+def word_pos(word: str, capitalised: bool = False) -> str:
+    """Universal POS tag of one normalised word (deterministic rules; see module docstring)."""
+    tag = _LEX.get(word)
+    if tag is not None:
+        return tag
+    if _NUMBER.match(word) or word in MONTHS:
+        return "NUM"
+    if word in _VERBS:
+        return "VERB"
+    if capitalised:
+        return "PROPN"
+    if len(word) > 4 or word.endswith("ly"):
+        for suf, t in _SUFFIX_RULES:
+            if word.endswith(suf) and len(word) > len(suf) + 2:
+                return t
+    return "NOUN"
+
+
+def _mark(text: str, spans: list[tuple[int, int, str]]) -> str:
+    """Replace char spans of ``text`` by word-character markers ``xslotx<slot>`` (overlaps are dropped)."""
+    out, last = [], 0
+    for s, e, slot in sorted(spans):
+        if s < last:
+            continue
+        out.append(text[last:s])
+        out.append(f" {_MARK}{slot.lower()} ")
+        last = e
+    out.append(text[last:])
+    return "".join(out)
+
+
+class _SpanIndex:
+    """Longest-match lookup of known multi-word names over normalised token sequences."""
+
+    __slots__ = ("full", "prefixes")
+
+    def __init__(self) -> None:
+        self.full: dict[str, str] = {}
+        self.prefixes: set[str] = set()
+
+    def add(self, name: str, slot: str = "E") -> None:
+        toks = normalize(name).split()
+        if not toks or all(t in _STOP or t in _LEX for t in toks):
+            return  # a name made only of function words would mask ordinary text
+        key = " ".join(toks)
+        self.full.setdefault(key, slot)
+        for i in range(1, len(toks)):
+            self.prefixes.add(" ".join(toks[:i]))
+
+    def __len__(self) -> int:
+        return len(self.full)
+
+    def match(self, toks: list[str], i: int) -> tuple[int, str] | None:
+        """Longest name starting at token i: (end index, slot) or None."""
+        best = None
+        key = ""
+        for j in range(i, len(toks)):
+            key = toks[j] if j == i else key + " " + toks[j]
+            slot = self.full.get(key)
+            if slot is not None:
+                best = (j + 1, slot)
+            if key not in self.prefixes:
+                break
+        return best
+
+
+_TYPE_ALIASES = {
+    "PER": "PER", "PERSON": "PER", "PEOPLE": "PER", "HUMAN": "PER",
+    "ORG": "ORG", "ORGANIZATION": "ORG", "ORGANISATION": "ORG", "COMPANY": "ORG", "BAND": "ORG", "TEAM": "ORG",
+    "LOC": "LOC", "LOCATION": "LOC", "PLACE": "LOC", "GPE": "LOC", "CITY": "LOC", "COUNTRY": "LOC",
+    "WORK": "WORK", "WORK_OF_ART": "WORK", "FILM": "WORK", "BOOK": "WORK", "ALBUM": "WORK", "SONG": "WORK",
+}
+
+
+def slot_type(kind: str | None) -> str:
+    """Map a free-form entity type ('person', 'city', 'film', ...) to a slot name (default E)."""
+    if not kind:
+        return "E"
+    return _TYPE_ALIASES.get(str(kind).upper(), "E")
+
+
+class Templater:
+    """Maps queries to templates; precompiles the title index once (use one per run / tracker).
+
+    ``titles``: known entity names (corpus titles). ``entity_types``: optional ``{title: type}`` used for
+    typed slots (types like PER/person/city/film are mapped to PER/ORG/LOC/WORK, else E).
+    """
+
+    def __init__(self, titles: Iterable[str] = (), *, entity_types: Mapping[str, str] | None = None,
+                 cache_size: int = 4096):
+        self.entity_types = dict(entity_types or {})
+        self._index = _SpanIndex()
+        for name, kind in self.entity_types.items():
+            self._index.add(name, slot_type(kind))
+        for t in titles:
+            self._index.add(t, slot_type(self.entity_types.get(t)))
+        self._ctx_cache: dict[tuple[str | None, tuple[str, ...]], _SpanIndex] = {}
+        self._cache_size = cache_size
+
+    # -- context (question spans + retrieved titles) ----------------------------------------------
+    def _context(self, question: str | None, retrieved_titles: Iterable[str]) -> _SpanIndex | None:
+        rt = tuple(retrieved_titles or ())
+        if not question and not rt:
+            return None
+        key = (question, rt)
+        idx = self._ctx_cache.get(key)
+        if idx is None:
+            idx = _SpanIndex()
+            for t in rt:
+                idx.add(t, slot_type(self.entity_types.get(t)))
+            if question:
+                for span in question_spans(question):
+                    idx.add(span, slot_type(self.entity_types.get(span)))
+            if len(self._ctx_cache) >= self._cache_size:
+                self._ctx_cache.clear()
+            self._ctx_cache[key] = idx
+        return idx
+
+    # -- levels -----------------------------------------------------------------------------------
+    def slot_tokens(self, query: str, *, question: str | None = None,
+                    retrieved_titles: Iterable[str] = ()) -> list[tuple[str, str]]:
+        """(token, pos) pairs of the slot template; slot tokens are '<TYPE>' with pos PROPN/NUM."""
+        raw = unicodedata.normalize("NFKC", query or "")
+        spans: list[tuple[int, int, str]] = []
+        for m in _QUOTED.finditer(raw):
+            spans.append((m.start(), m.end(), "Q"))
+        for m in _ISO_DATE.finditer(raw):
+            spans.append((m.start(), m.end(), "DATE"))
+        # capitalised runs inside the query (not the first word) are entities too
+        caps: set[str] = set()
+        for m in _CAPRUN.finditer(raw):
+            if m.start() == 0 and " " not in m.group(1).strip():
+                continue
+            word = m.group(1).strip()
+            if word.lower() in _LEX or word.lower() in MONTHS:
+                continue
+            caps.add(normalize(word))
+        text = _mark(raw, spans) if spans else raw
+        text = _APOS.sub("", text.lower())
+        text = _PUNCT.sub(" ", text)
+        toks = text.split()
+        ctx = self._context(question, retrieved_titles)
+        cap_idx = None
+        if caps:
+            cap_idx = _SpanIndex()
+            for c in caps:
+                cap_idx.add(c, "E")
+        out: list[tuple[str, str]] = []
+        i, n = 0, len(toks)
+        while i < n:
+            t = toks[i]
+            if t.startswith(_MARK):
+                slot = t[len(_MARK):].upper()
+                out.append((f"<{slot}>", _SLOT_POS.get(slot, "PROPN")))
+                i += 1
+                continue
+            best = None
+            for idx in (self._index, ctx, cap_idx):
+                if idx is None or not len(idx):
+                    continue
+                m = idx.match(toks, i)
+                if m is not None and (best is None or m[0] > best[0]):
+                    best = m
+            if best is not None:
+                end, slot = best
+                # a lone month/year/number name is a date/number, not a title
+                if not (end == i + 1 and (_NUMBER.match(t) or t in MONTHS)):
+                    out.append((f"<{slot}>", "PROPN"))
+                    i = end
+                    continue
+            # dates: month [day] [year] | day month [year] | year
+            if t in MONTHS and t != "may" or (t == "may" and i + 1 < n and _NUMBER.match(toks[i + 1])):
+                j = i + 1
+                while j < n and j <= i + 2 and _NUMBER.match(toks[j]):
+                    j += 1
+                out.append(("<DATE>", "NUM"))
+                i = j
+                continue
+            if _NUMBER.match(t):
+                if i + 1 < n and toks[i + 1] in MONTHS and toks[i + 1] != "may":
+                    j = i + 2
+                    if j < n and _YEAR.match(toks[j]):
+                        j += 1
+                    out.append(("<DATE>", "NUM"))
+                    i = j
+                    continue
+                out.append(("<DATE>" if _YEAR.match(t) else "<NUM>", "NUM"))
+                i += 1
+                continue
+            out.append((t, word_pos(t)))
+            i += 1
+        # collapse consecutive identical slots ("<E> <E>" from adjacent names -> one slot)
+        merged: list[tuple[str, str]] = []
+        for tok, pos in out:
+            if merged and tok.startswith("<") and merged[-1][0] == tok:
+                continue
+            merged.append((tok, pos))
+        return merged
+
+    def template(self, query: str, level: str = "slot", *, question: str | None = None,
+                 retrieved_titles: Iterable[str] = ()) -> str:
+        """The template of ``query`` at ``level`` (one of string, slot, content, pos)."""
+        if level == "string":
+            return normalize(query)
+        if level not in TEXT_LEVELS:
+            if level == "semantic":
+                raise ConfigError("the 'semantic' level needs embeddings: use SemanticClusterer (or "
+                                  "DiversityTracker(levels=(..., 'semantic'))) rather than Templater.template")
+            raise ConfigError(f"unknown template level {level!r}; choose from {', '.join(LEVELS)}")
+        st = self.slot_tokens(query, question=question, retrieved_titles=retrieved_titles)
+        if level == "slot":
+            return " ".join(t for t, _ in st)
+        if level == "content":
+            return " ".join(t if (t.startswith("<") or t in _KEEP) else p for t, p in st)
+        return " ".join(p for _, p in st)
+
+    def templates(self, query: str, levels: Iterable[str] = TEXT_LEVELS, *, question: str | None = None,
+                  retrieved_titles: Iterable[str] = ()) -> dict[str, str]:
+        """Templates of one query at several text levels, sharing the slot pass."""
+        out: dict[str, str] = {}
+        st = None
+        for level in levels:
+            if level == "string":
+                out[level] = normalize(query)
+                continue
+            if level not in TEXT_LEVELS:
+                raise ConfigError(f"Templater.templates handles {TEXT_LEVELS}, not {level!r}")
+            if st is None:
+                st = self.slot_tokens(query, question=question, retrieved_titles=retrieved_titles)
+            if level == "slot":
+                out[level] = " ".join(t for t, _ in st)
+            elif level == "content":
+                out[level] = " ".join(t if (t.startswith("<") or t in _KEEP) else p for t, p in st)
+            else:
+                out[level] = " ".join(p for _, p in st)
+        return out
+
+
+def question_spans(question: str) -> list[str]:
+    """Entity-like spans of a question: quoted strings and capitalised runs (minus a sentence-initial
+    function word such as 'Who' or 'The')."""
+    spans: list[str] = []
+    for m in _QUOTED.finditer(question):
+        spans.append(m.group(1) or m.group(2))
+    for m in _CAPRUN.finditer(question):
+        words = m.group(1).split()
+        while words and words[0].lower() in _LEX:
+            words = words[1:]
+        if words:
+            spans.append(" ".join(words))
+    return spans
+
+
+_DEFAULT = Templater()
+
+
+def query_template(query: str, level: str = "slot", *, question: str | None = None, titles: Iterable[str] = (),
+                   retrieved_titles: Iterable[str] = ()) -> str:
+    """Template of one query. For many queries build one ``Templater(titles=...)`` and reuse it."""
+    titles = tuple(titles)
+    tp = Templater(titles) if titles else _DEFAULT
+    return tp.template(query, level, question=question, retrieved_titles=retrieved_titles)
