@@ -1,0 +1,378 @@
+"""Policy-gradient RL for search agents, CleanRL style: GRPO, RLOO and PPO-clip in one readable loop.
+
+Every hyperparameter is in :class:`RLArgs` with a one-line help. One step of :func:`train_rl`:
+
+1. roll out ``prompts_per_step`` questions x ``group_size`` samples against the environment (token-level
+   masks: only the policy's own tokens are trained on, ``<information>`` tokens never are);
+2. advantages: GRPO (group mean/std normalised), RLOO (leave-one-out baseline) or PPO (GAE on a value head);
+3. ``update_epochs`` x ``num_minibatches`` optimizer steps on the token-mean loss
+   ``policy_loss - ent_coef * entropy + kl_coef * KL(pi || ref) [+ vf_coef * value_loss]`` where
+   ``policy_loss`` is PPO-clip (``clip_high > clip_low`` is DAPO clip-higher), Clip-Cov or KL-Cov (exactly as
+   released, literature.md §1.5-1.6);
+4. log named scalars (``charts/...``, ``losses/...``) to ``metrics.jsonl``; feed the rollouts to a callback
+   (the DiversityTracker); checkpoint atomically; ``resume=True`` continues exactly.
+
+Rollout seeds, sampling and Clip-Cov's random draw are functions of ``(seed, step)``, so a resumed run
+reproduces the uninterrupted one's metrics exactly.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.errors import ConfigError
+
+ALGOS = ("grpo", "rloo", "ppo")
+POLICY_LOSSES = ("ppo_clip", "clip_cov", "kl_cov")
+
+
+@dataclass
+class RLArgs:
+    # --- experiment
+    seed: int = 1                       # seeds rollouts, sampling and Clip-Cov's draw (with the step number)
+    algo: str = "grpo"                  # grpo | rloo | ppo
+    total_steps: int = 30               # policy updates (one rollout batch each)
+    device: str = "cpu"                 # cpu | cuda
+    # --- rollouts
+    prompts_per_step: int = 8           # distinct questions per step
+    group_size: int = 8                 # samples per question (GRPO/RLOO need >= 2)
+    temperature: float = 1.0            # sampling temperature (the loss uses the same one)
+    top_p: float = 1.0                  # nucleus sampling
+    max_new_tokens: int = 32            # tokens per agent turn
+    max_context: int = 1024             # an episode whose context would exceed this ends with reward 0
+    obs_max_words: int | None = 30      # words kept per retrieved passage (short contexts for CPU)
+    # --- optimisation
+    learning_rate: float = 5e-4         # AdamW learning rate (tiny LM; ~1e-6 for a pretrained LLM)
+    weight_decay: float = 0.0           # AdamW weight decay
+    update_epochs: int = 1              # passes over each rollout batch
+    num_minibatches: int = 1            # optimizer steps per pass
+    micro_batch_size: int = 32          # episodes per forward pass (loss is computed per micro-batch, as verl)
+    max_grad_norm: float = 1.0          # gradient clipping
+    # --- advantages
+    norm_adv_by_std: bool = True        # GRPO: divide by the group std (False = Dr. GRPO mean-centring)
+    gamma: float = 1.0                  # PPO: discount over agent tokens
+    gae_lambda: float = 1.0             # PPO: GAE lambda
+    vf_coef: float = 0.5                # PPO: value-loss coefficient
+    vf_clip: float | None = 0.2         # PPO: value clipping range (None = off)
+    # --- policy loss
+    policy_loss: str = "ppo_clip"       # ppo_clip | clip_cov | kl_cov
+    clip_low: float = 0.2               # PPO ratio clip below (1 - clip_low)
+    clip_high: float = 0.2              # PPO ratio clip above (1 + clip_high); 0.28 = DAPO clip-higher
+    clip_cov_ratio: float = 2e-4        # Clip-Cov: fraction of tokens whose gradient is detached
+    clip_cov_lb: float = 1.0            # Clip-Cov: covariance band lower bound
+    clip_cov_ub: float = 5.0            # Clip-Cov: covariance band upper bound
+    kl_cov_ratio: float = 2e-4          # KL-Cov: fraction of top-covariance tokens that get the KL penalty
+    kl_cov_coef: float = 1.0            # KL-Cov: coefficient of |logp - old_logp| on those tokens
+    # --- regularisers
+    ent_coef: float = 0.0               # entropy bonus coefficient (PPO's c2)
+    kl_coef: float = 0.0                # KL-to-reference coefficient (0 = no reference model)
+    kl_estimator: str = "low_var_kl"    # k1 | k2 | k3 | low_var_kl | abs
+    # --- bookkeeping
+    checkpoint_every: int = 10          # steps between checkpoints (and always at the end)
+    log_every: int = 1                  # steps between console lines
+
+    def validate(self) -> None:
+        from searchgym.train.losses import KL_KINDS
+
+        if self.algo not in ALGOS:
+            raise ConfigError(f"algo={self.algo!r}; choose one of {ALGOS}")
+        if self.algo in ("grpo", "rloo") and self.group_size < 2:
+            raise ConfigError(f"{self.algo.upper()} with group_size={self.group_size}: a group baseline needs at "
+                              "least 2 samples per question (use --group-size 8, or algo=ppo)")
+        if self.group_size < 1 or self.prompts_per_step < 1:
+            raise ConfigError("group_size and prompts_per_step must be >= 1")
+        if self.policy_loss not in POLICY_LOSSES:
+            raise ConfigError(f"policy_loss={self.policy_loss!r}; choose one of {POLICY_LOSSES}")
+        if self.kl_estimator not in KL_KINDS:
+            raise ConfigError(f"kl_estimator={self.kl_estimator!r}; choose one of {KL_KINDS}")
+        if self.temperature <= 0:
+            raise ConfigError(f"temperature must be > 0 for RL sampling, got {self.temperature}")
+        if not (0 <= self.clip_low < 1) or self.clip_high < 0:
+            raise ConfigError(f"clip range (1-{self.clip_low}, 1+{self.clip_high}) is not valid")
+        if self.policy_loss == "clip_cov" and not (0 < self.clip_cov_ratio <= 1 and
+                                                   self.clip_cov_lb < self.clip_cov_ub):
+            raise ConfigError("Clip-Cov needs 0 < clip_cov_ratio <= 1 and clip_cov_lb < clip_cov_ub")
+        if self.policy_loss == "kl_cov" and not (0 < self.kl_cov_ratio <= 1):
+            raise ConfigError("KL-Cov needs 0 < kl_cov_ratio <= 1")
+        n = self.prompts_per_step * self.group_size
+        if self.num_minibatches < 1 or n % self.num_minibatches:
+            raise ConfigError(f"{n} episodes per step do not split into {self.num_minibatches} minibatches")
+        if self.learning_rate <= 0 or self.total_steps < 1 or self.update_epochs < 1:
+            raise ConfigError("learning_rate, total_steps and update_epochs must be positive")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RLArgs:
+        known = {f.name for f in fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise ConfigError(f"unknown RL arguments {sorted(unknown)}")
+        return cls(**d)
+
+
+def step_seeds(seed: int, step: int, n_prompts: int) -> list[int]:
+    """Reset seeds of the questions of one step (a pure function of seed and step)."""
+    return [int(x) for x in np.random.default_rng([seed, step, 17]).integers(0, 2**31 - 1, size=n_prompts)]
+
+
+def _torch_gen(seed: int, step: int, salt: int, device: str = "cpu") -> Any:
+    import torch
+
+    s = int(np.random.default_rng([seed, step, salt]).integers(0, 2**62))
+    return torch.Generator(device=device).manual_seed(s)
+
+
+def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, out_dir: str | Path | None = None,
+             resume: bool = False, questions: Callable[[int], list[tuple[int | None, dict | None]]] | None = None,
+             on_rollouts: Callable[[int, list[Any], dict[str, float]], dict[str, float] | None] | None = None,
+             log: Callable[[dict[str, float]], None] | None = None, ref_model: Any = None,
+             stop_after: int | None = None) -> list[dict[str, float]]:
+    """Train ``model`` in place; ``envs`` holds ``prompts_per_step * group_size`` environments.
+
+    ``questions(step)`` returns ``prompts_per_step`` ``(reset_seed, reset_options)`` pairs (default: seeds
+    from :func:`step_seeds`); each is used by ``group_size`` consecutive envs. ``on_rollouts(step, episodes,
+    row)`` may return extra scalars to log (the diversity tracker). ``stop_after`` ends the run after that many
+    steps as if killed right after a checkpoint (tests). Returns the metric rows.
+    """
+    import torch
+
+    from searchgym.train import losses as L
+    from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
+    from searchgym.train.ppo import make_value_head, values_from_hidden
+    from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
+
+    args.validate()
+    G, P = args.group_size, args.prompts_per_step
+    if len(envs) != P * G:
+        raise ConfigError(f"train_rl needs prompts_per_step*group_size = {P * G} envs, got {len(envs)}")
+    dev = args.device
+    model.to(dev)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    ckpt = out / "checkpoint" if out is not None else None
+
+    value_head = None
+    params = list(model.parameters())
+    if args.algo == "ppo":
+        value_head = make_value_head(model.config.hidden_size, seed=args.seed).to(dev)
+        params += list(value_head.parameters())
+    opt = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay)
+
+    # Reference policy for the KL term: the starting point of this run (saved once, reloaded on resume).
+    ref = ref_model
+    if args.kl_coef > 0 and ref is None:
+        ref_dir = out / "ref_model" if out is not None else None
+        if resume and ref_dir is not None and ref_dir.exists():
+            from transformers import AutoModelForCausalLM
+
+            ref = AutoModelForCausalLM.from_pretrained(ref_dir).to(dev)
+        else:
+            ref = copy.deepcopy(model)
+            if ref_dir is not None:
+                ref.save_pretrained(ref_dir)
+    if ref is not None:
+        ref.eval()
+        for p_ in ref.parameters():
+            p_.requires_grad_(False)
+
+    history: list[dict[str, float]] = []
+    start = 0
+    if resume and ckpt is not None and ckpt.exists():
+        from transformers import AutoModelForCausalLM
+
+        c = load_checkpoint(ckpt, device=dev)
+        model.load_state_dict(AutoModelForCausalLM.from_pretrained(c["model_dir"]).state_dict())
+        opt.load_state_dict(c["optimizer"])
+        if value_head is not None:
+            value_head.load_state_dict(c["extra"]["value_head"])
+        set_rng_state(c["rng"])
+        start, history = int(c["state"]["step"]), list(c["state"]["history"])
+        if out is not None:  # drop metric lines written after the checkpoint by the interrupted run
+            atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
+    elif out is not None and not resume:
+        (out / "metrics.jsonl").unlink(missing_ok=True)
+
+    def default_questions(step: int) -> list[tuple[int | None, dict | None]]:
+        return [(s, None) for s in step_seeds(args.seed, step, P)]
+
+    questions = questions or default_questions
+    t_start = time.time()
+    for step in range(start, args.total_steps):
+        if stop_after is not None and step >= stop_after:
+            break
+        # ---------------------------------------------------------------- 1. rollouts
+        t0 = time.time()
+        qs = questions(step)
+        if len(qs) != P:
+            raise ConfigError(f"questions({step}) returned {len(qs)} questions, need {P}")
+        seeds = [qs[i // G][0] for i in range(P * G)]
+        opts = [qs[i // G][1] for i in range(P * G)]
+        model.eval()
+        policy = LMPolicy(model, tokenizer, temperature=args.temperature, top_p=args.top_p,
+                          max_new_tokens=args.max_new_tokens, device=dev, generator=_torch_gen(args.seed, step, 1, dev))
+        episodes = run_episodes(policy, envs, seeds, options=opts, groups=[i // G for i in range(P * G)],
+                                max_context=args.max_context, max_new_tokens=args.max_new_tokens,
+                                obs_max_words=args.obs_max_words, agent_name=f"rl-{args.algo}", policy_step=step)
+        t_roll = time.time() - t0
+
+        # ---------------------------------------------------------------- 2. advantages
+        t1 = time.time()
+        rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+        if args.algo == "grpo":
+            seq_adv = L.grpo_advantages(rewards, G, norm_by_std=args.norm_adv_by_std)
+        elif args.algo == "rloo":
+            seq_adv = L.rloo_advantages(rewards, G)
+        else:
+            seq_adv = None
+        tok_adv: list[Any] = []
+        tok_ret: list[Any] = []
+        old_vals: list[Any] = []
+        ref_lp: list[Any] = []
+        micro = [list(range(i, min(i + args.micro_batch_size, len(episodes))))
+                 for i in range(0, len(episodes), args.micro_batch_size)]
+        with torch.no_grad():
+            for mb in micro:
+                b = collate([episodes[i] for i in mb], pad, dev)
+                if args.algo == "ppo":
+                    _, _, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=False,
+                                               output_hidden=True)
+                    v = values_from_hidden(value_head, hid) * b["mask"]
+                    r_tok = torch.zeros_like(v)
+                    for j, i in enumerate(mb):
+                        nz = torch.nonzero(b["mask"][j] > 0, as_tuple=True)[0]
+                        if len(nz):
+                            r_tok[j, nz[-1]] = episodes[i].reward
+                    a, ret = L.gae_advantages(r_tok, v, b["mask"], gamma=args.gamma, lam=args.gae_lambda)
+                    tok_adv.append(a)
+                    tok_ret.append(ret)
+                    old_vals.append(v)
+                else:
+                    tok_adv.append(seq_adv[mb].unsqueeze(1).to(dev) * b["mask"])
+                if ref is not None:
+                    ref_lp.append(policy_forward(ref, b, temperature=args.temperature, with_entropy=False)[0])
+        if args.algo == "ppo":  # whiten GAE advantages over the batch's agent tokens
+            flat = torch.cat([a[m > 0] for a, m in zip(tok_adv, [collate([episodes[i] for i in mb], pad, dev)["mask"]
+                                                                    for mb in micro])])
+            mu, sd = flat.mean(), flat.std().clamp_min(1e-6) if flat.numel() > 1 else torch.tensor(1.0)
+            tok_adv = [(a - mu) / sd for a in tok_adv]
+
+        # ---------------------------------------------------------------- 3. update
+        model.train()
+        stats_acc: dict[str, list[float]] = {}
+        n_ep = len(episodes)
+        mb_size = n_ep // args.num_minibatches
+        perm_rng = np.random.default_rng([args.seed, step, 3])
+        cov_gen = _torch_gen(args.seed, step, 2, "cpu")
+        for _epoch in range(args.update_epochs):
+            order = perm_rng.permutation(n_ep) if args.num_minibatches > 1 else np.arange(n_ep)
+            for k in range(args.num_minibatches):
+                idx = [int(x) for x in order[k * mb_size:(k + 1) * mb_size]]
+                chunks = [idx[i:i + args.micro_batch_size] for i in range(0, len(idx), args.micro_batch_size)]
+                opt.zero_grad(set_to_none=True)
+                for chunk in chunks:
+                    b = collate([episodes[i] for i in chunk], pad, dev)
+                    mask = b["mask"]
+                    # gather the precomputed per-token tensors of these episodes
+                    adv = _gather(tok_adv, micro, chunk, mask.shape[1], dev) * mask
+                    lp, ent, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=True,
+                                                  output_hidden=args.algo == "ppo")
+                    old = b["old_logp"]
+                    if args.policy_loss == "clip_cov":
+                        pg, st = L.clip_cov_loss(lp, old, adv, mask, clip_cov_ratio=args.clip_cov_ratio,
+                                                 clip_cov_lb=args.clip_cov_lb, clip_cov_ub=args.clip_cov_ub,
+                                                 clip_low=args.clip_low, clip_high=args.clip_high,
+                                                 generator=cov_gen)
+                    elif args.policy_loss == "kl_cov":
+                        pg, st = L.kl_cov_loss(lp, old, adv, mask, kl_cov_ratio=args.kl_cov_ratio,
+                                               kl_coef=args.kl_cov_coef)
+                    else:
+                        pg, st = L.ppo_clip_loss(lp, old, adv, mask, clip_low=args.clip_low,
+                                                 clip_high=args.clip_high)
+                    ent_mean = L.masked_mean(ent, mask)
+                    loss = pg - args.ent_coef * ent_mean
+                    st["policy"] = pg.item()
+                    st["entropy"] = ent_mean.item()
+                    if ref is not None:
+                        rl = _gather(ref_lp, micro, chunk, mask.shape[1], dev)
+                        kl = L.masked_mean(L.kl_penalty(lp, rl, args.kl_estimator), mask)
+                        loss = loss + args.kl_coef * kl
+                        st["kl_ref"] = kl.item()
+                    if args.algo == "ppo":
+                        v = values_from_hidden(value_head, hid)
+                        ret = _gather(tok_ret, micro, chunk, mask.shape[1], dev)
+                        ov = _gather(old_vals, micro, chunk, mask.shape[1], dev)
+                        vl = L.value_loss(v, ret, ov, mask, clip=args.vf_clip)
+                        loss = loss + args.vf_coef * vl
+                        st["value"] = vl.item()
+                    (loss / len(chunks)).backward()
+                    for key, val in st.items():
+                        stats_acc.setdefault(key, []).append(float(val))
+                gnorm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
+                stats_acc.setdefault("grad_norm", []).append(gnorm)
+                opt.step()
+        t_upd = time.time() - t1
+
+        # ---------------------------------------------------------------- 4. log
+        n_tok = [e.num_agent_tokens for e in episodes]
+        all_ent = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
+        g_rewards = rewards.reshape(P, G) if G > 1 else rewards.reshape(-1, 1)
+        row: dict[str, float] = {
+            "step": step + 1,
+            "charts/reward": float(rewards.mean()),
+            "charts/em": float(np.mean([e.em for e in episodes])),
+            "charts/f1": float(np.mean([e.f1 for e in episodes])),
+            "charts/num_searches": float(np.mean([e.trajectory.num_searches for e in episodes])),
+            "charts/answered": float(np.mean([e.trajectory.prediction is not None for e in episodes])),
+            "charts/response_tokens": float(np.mean(n_tok)),
+            "charts/token_entropy": float(np.mean(all_ent)) if all_ent else 0.0,
+            "charts/zero_adv_groups": float((g_rewards.std(dim=1) == 0).float().mean()) if G > 1 else 0.0,
+            "charts/time_rollout": t_roll, "charts/time_update": t_upd,
+            "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
+        }
+        for key, vals in stats_acc.items():
+            prefix = "charts/" if key == "grad_norm" else "losses/"
+            row[prefix + key] = float(np.mean(vals))
+        if on_rollouts is not None:
+            extra = on_rollouts(step + 1, episodes, row)
+            if extra:
+                row.update(extra)
+        history.append(row)
+        if out is not None:
+            with open(out / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        if log is not None and (step + 1) % max(1, args.log_every) == 0:
+            log(row)
+        if ckpt is not None and ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)
+                                 or step + 1 == args.total_steps):
+            save_checkpoint(ckpt, model=model, tokenizer=tokenizer, optimizer=opt,
+                            state={"step": step + 1, "history": history, "args": asdict(args), "kind": "rl",
+                                   "elapsed_s": time.time() - t_start},
+                            extra={"value_head": value_head.state_dict() if value_head is not None else None})
+    model.eval()
+    return history
+
+
+def _gather(per_micro: list[Any], micro: list[list[int]], chunk: list[int], width: int, device: str) -> Any:
+    """Rows of precomputed per-micro-batch tensors for the episodes in ``chunk``, padded to ``width``."""
+    import torch
+
+    where = {}
+    for m, mb in enumerate(micro):
+        for j, i in enumerate(mb):
+            where[i] = (m, j)
+    out = torch.zeros((len(chunk), width), dtype=torch.float32, device=device)
+    for r, i in enumerate(chunk):
+        m, j = where[i]
+        src = per_micro[m][j]
+        w = min(width, src.shape[0])
+        out[r, :w] = src[:w]
+    return out

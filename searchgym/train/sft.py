@@ -1,0 +1,138 @@
+"""Supervised fine-tuning on demonstration episodes (CleanRL style: hyperparameters at the top, one loop).
+
+Demonstrations are :class:`~searchgym.train.rollout.Episode` token sequences recorded against the real
+environment (heuristic strategies via ``AgentPolicy``, or replayed trajectory files); the loss is the masked
+token-mean cross-entropy over the agent's own tokens only (prompt and ``<information>`` tokens are context).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.errors import ConfigError
+
+
+@dataclass
+class SFTArgs:
+    seed: int = 1                      # seed of data order
+    learning_rate: float = 2e-3        # AdamW learning rate (tiny LM; use ~1e-5 for a pretrained model)
+    weight_decay: float = 0.0          # AdamW weight decay
+    warmup_steps: int = 10             # linear warm-up steps
+    epochs: float = 3.0                # passes over the demonstrations (fractions allowed)
+    max_steps: int | None = None       # stop after this many optimizer steps (overrides epochs)
+    batch_size: int = 32               # episodes per optimizer step
+    micro_batch_size: int = 16         # episodes per forward pass (gradient accumulation)
+    max_grad_norm: float = 1.0         # gradient clipping
+    checkpoint_every: int = 0          # optimizer steps between checkpoints (0 = only at the end)
+    log_every: int = 10                # steps between log lines
+    device: str = "cpu"                # cpu | cuda
+
+    def validate(self) -> None:
+        if self.batch_size < 1 or self.micro_batch_size < 1:
+            raise ConfigError("batch_size and micro_batch_size must be >= 1")
+        if self.learning_rate <= 0:
+            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
+        if self.epochs <= 0 and not self.max_steps:
+            raise ConfigError("give epochs > 0 or max_steps")
+
+
+def num_steps(args: SFTArgs, n_examples: int) -> int:
+    if args.max_steps:
+        return int(args.max_steps)
+    return max(1, int(np.ceil(args.epochs * n_examples / args.batch_size)))
+
+
+def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs, *, out_dir: str | Path | None = None,
+              log: Callable[[dict[str, float]], None] | None = None, resume: bool = False,
+              eval_fn: Callable[[int], dict[str, float]] | None = None) -> list[dict[str, float]]:
+    """Train ``model`` in place on ``episodes``; returns the list of logged metric rows.
+
+    With ``out_dir``, metrics go to ``out_dir/metrics.jsonl`` and checkpoints to ``out_dir/checkpoint``
+    (atomic); ``resume=True`` continues from that checkpoint exactly (data order is a function of the seed and
+    the step)."""
+    import torch
+
+    from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
+    from searchgym.train.losses import sft_loss
+    from searchgym.train.rollout import collate
+
+    args.validate()
+    episodes = [e for e in episodes if sum(e.mask) > 0]
+    if not episodes:
+        raise ConfigError("no demonstration has any agent token to imitate")
+    total = num_steps(args, len(episodes))
+    model.to(args.device)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, args.warmup_steps)))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    history: list[dict[str, float]] = []
+    start = 0
+    ckpt = Path(out_dir) / "checkpoint" if out_dir is not None else None
+    if resume and ckpt is not None and ckpt.exists():
+        from transformers import AutoModelForCausalLM
+
+        c = load_checkpoint(ckpt, device=args.device)
+        loaded = AutoModelForCausalLM.from_pretrained(c["model_dir"])
+        model.load_state_dict(loaded.state_dict())
+        opt.load_state_dict(c["optimizer"])
+        sched.load_state_dict(c["extra"]["scheduler"])
+        set_rng_state(c["rng"])
+        start, history = int(c["state"]["step"]), list(c["state"]["history"])
+
+    # Data order: a fixed permutation per epoch, derived from the seed (so resume needs no RNG state).
+    n = len(episodes)
+
+    def batch_indices(step: int) -> list[int]:
+        out = []
+        for k in range(step * args.batch_size, (step + 1) * args.batch_size):
+            epoch, pos = divmod(k, n)
+            perm = np.random.default_rng([args.seed, epoch]).permutation(n)
+            out.append(int(perm[pos]))
+        return out
+
+    t0 = time.time()
+    for step in range(start, total):
+        batch_eps = [episodes[i] for i in batch_indices(step)]
+        n_tok = sum(sum(e.mask) for e in batch_eps)
+        opt.zero_grad(set_to_none=True)
+        loss_sum = 0.0
+        for m in range(0, len(batch_eps), args.micro_batch_size):
+            mb = batch_eps[m:m + args.micro_batch_size]
+            b = collate(mb, pad, args.device)
+            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
+            mb_tok = float(b["mask"].sum().item())
+            # token-mean over the whole batch: weight each micro-batch by its share of agent tokens
+            loss = sft_loss(logits[:, :-1], b["targets"], b["mask"]) * (mb_tok / max(1, n_tok))
+            loss.backward()
+            loss_sum += loss.item()
+        gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
+        opt.step()
+        sched.step()
+        row = {"step": step + 1, "losses/sft": loss_sum, "charts/grad_norm": gnorm,
+               "charts/learning_rate": opt.param_groups[0]["lr"], "charts/agent_tokens": float(n_tok),
+               "charts/time": time.time() - t0}
+        if eval_fn is not None and ((step + 1) % max(1, args.log_every) == 0 or step + 1 == total):
+            row.update(eval_fn(step + 1))
+        history.append(row)
+        if log is not None:
+            log(row)
+        if out_dir is not None:
+            with open(Path(out_dir) / "metrics.jsonl", "a") as f:
+                f.write(json.dumps(row) + "\n")
+        if ckpt is not None and ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)
+                                 or step + 1 == total):
+            save_checkpoint(ckpt, model=model, tokenizer=tokenizer, optimizer=opt,
+                            state={"step": step + 1, "history": history, "args": asdict(args), "kind": "sft"},
+                            extra={"scheduler": sched.state_dict()})
+    if out_dir is not None:
+        atomic_write_text(Path(out_dir) / "sft_done.json", json.dumps({"steps": total}))
+    model.eval()
+    return history
