@@ -74,3 +74,7 @@ class TrajectoryFormatError(SearchGymError, ValueError):
 
 class CheckpointError(SearchGymError):
     """A checkpoint that is missing, half-written, or from an incompatible run."""
+
+
+class DatasetUnavailableError(SearchGymError, ConnectionError):
+    """A Hugging Face dataset that cannot be loaded: offline, an unknown name, or ``datasets`` missing."""
