@@ -48,13 +48,17 @@ def _rebuild_hint(path: Path | str) -> str:
 
 
 # -- writing ------------------------------------------------------------------------------------------
+def _check_target(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite and (not path.is_dir() or any(path.iterdir())):
+        raise ConfigError(f"{path} already exists; pass overwrite=True (CLI: --overwrite) or choose another --out")
+
+
 @contextmanager
 def atomic_dir(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; on success it replaces ``path``, on any error (or
     KeyboardInterrupt) it is removed and ``path`` is left as it was."""
     path = Path(path)
-    if path.exists() and not overwrite and (not path.is_dir() or any(path.iterdir())):
-        raise ConfigError(f"{path} already exists; pass overwrite=True (CLI: --overwrite) or choose another --out")
+    _check_target(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
     try:
@@ -150,6 +154,7 @@ def build_index(
                           f"dense: {sorted(DENSE_KEYS)}")
     if not bm25 and not dense:
         raise ConfigError("an index needs BM25 and/or dense: keep bm25=True or give dense=MODEL")
+    _check_target(Path(out_dir), overwrite)  # fail before the (long) build, not after
     t0 = time.perf_counter()
     passages = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus, format=format)
     if not passages:

@@ -1,0 +1,147 @@
+"""CLI: ``searchgym index build``, ``searchgym index info`` and ``searchgym search``.
+
+Heavy modules (bm25s, faiss, torch) are imported inside the commands so ``searchgym --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+DEFAULT_DENSE = "all-MiniLM-L6-v2"
+
+
+def _fail(exc: Exception) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _looks_like_model(p: str) -> bool:
+    d = Path(p)
+    return d.is_dir() and ((d / "modules.json").exists() or (d / "config_sentence_transformers.json").exists())
+
+
+def _split_corpus_and_model(args: list[str], dense: bool, dense_model: str | None) -> tuple[str, str | None]:
+    """``index build C --dense`` / ``--dense M`` / ``--dense-model M``: Typer has no optional-value options, so
+    ``--dense`` is a flag and a second positional value is the model."""
+    if len(args) == 1:
+        return args[0], dense_model or (DEFAULT_DENSE if dense else None)
+    if len(args) == 2 and dense and dense_model is None:
+        first, second = args
+        return (second, first) if _looks_like_model(first) and not _looks_like_model(second) else (first, second)
+    raise typer.BadParameter(f"expected one CORPUS, got {args}; the dense model goes after --dense "
+                             "(or use --dense-model MODEL)", param_hint="CORPUS")
+
+
+def index_build(
+    corpus: Annotated[list[str], typer.Argument(
+        help="Corpus: Search-R1/FlashRAG jsonl, {id,title,text} jsonl, parquet, or a Hugging Face dataset "
+             "(path or hub name). After --dense, a second value is taken as the MODEL.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Index directory to write (atomically).")],
+    bm25: Annotated[bool, typer.Option("--bm25/--no-bm25", help="Build the BM25 part.")] = True,
+    dense: Annotated[bool, typer.Option(
+        "--dense", help=f"Also build a dense FAISS part: `--dense` uses {DEFAULT_DENSE} (bundled, offline); "
+                        "`--dense MODEL` or `--dense-model MODEL` picks another sentence-transformers model.")] = False,
+    dense_model: Annotated[Optional[str], typer.Option("--dense-model", help="The dense encoder (implies --dense).")] = None,  # noqa: UP045
+    hnsw: Annotated[bool, typer.Option("--hnsw", help="HNSW instead of a Flat inner-product index.")] = False,
+    k1: Annotated[float, typer.Option(help="BM25 k1.")] = 1.5,
+    b: Annotated[float, typer.Option(help="BM25 b.")] = 0.75,
+    method: Annotated[str, typer.Option(help="BM25 variant: lucene, robertson, atire, bm25l, bm25+.")] = "lucene",
+    stopwords: Annotated[str, typer.Option(help="Stopword list (en, en_plus, de, ...) or 'none'.")] = "en",
+    stemmer: Annotated[Optional[str], typer.Option(help="Snowball stemmer, e.g. english (PyStemmer).")] = None,  # noqa: UP045
+    hnsw_m: Annotated[int, typer.Option(help="HNSW M.")] = 32,
+    ef_search: Annotated[int, typer.Option(help="HNSW efSearch.")] = 128,
+    batch_size: Annotated[int, typer.Option(help="Encoder batch size.")] = 64,
+    format: Annotated[Optional[str], typer.Option(help="Corpus format: jsonl, parquet or hf (default: guess).")] = None,  # noqa: UP045
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index directory.")] = False,
+) -> None:
+    """Build an index directory (manifest, passages, BM25 and/or dense files)."""
+    from rich.console import Console
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.index import build_index, index_info
+
+    corpus_path, model = _split_corpus_and_model(corpus, dense, dense_model)
+    params: dict = {"k1": k1, "b": b, "method": method, "stopwords": None if stopwords.lower() == "none" else stopwords,
+                    "stemmer": stemmer}
+    if model:
+        params.update(hnsw_m=hnsw_m, ef_search=ef_search, batch_size=batch_size)
+    try:
+        path = build_index(corpus_path, out, bm25=bm25, dense=model, hnsw=hnsw, overwrite=overwrite, format=format,
+                           **params)
+        info = index_info(path)
+    except SearchGymError as exc:
+        _fail(exc)
+    Console().print(f"[green]built[/] {path}: {info['n_passages']:,} passages, backends "
+                    f"{', '.join(info['backends'])}, {info['build_seconds']:.1f} s, "
+                    f"{info['total_bytes'] / 1e6:.1f} MB")
+
+
+def index_info_cmd(
+    path: Annotated[Path, typer.Argument(help="Index directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+) -> None:
+    """Show an index directory's manifest: backends, parameters, corpus fingerprint, sizes."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.index import index_info
+
+    try:
+        info = index_info(path)
+    except SearchGymError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(info, indent=2))
+        return
+    t = Table(title=str(path), show_header=False)
+    for key in ("format_version", "n_passages", "corpus_fingerprint", "created", "build_seconds",
+                "searchgym_version"):
+        t.add_row(key, str(info.get(key)))
+    t.add_row("total size", f"{info['total_bytes'] / 1e6:.2f} MB")
+    for name, entry in info["backends"].items():
+        t.add_row(f"backend {name}", ", ".join(f"{k}={v}" for k, v in entry.items() if k != "files"))
+    Console().print(t)
+
+
+def search_cmd(
+    path: Annotated[Path, typer.Argument(help="Index directory.")],
+    query: Annotated[str, typer.Argument(help="The query.")],
+    k: Annotated[int, typer.Option("-k", "--k", help="Number of hits.")] = 5,
+    kind: Annotated[Optional[str], typer.Option(help="bm25, rank_bm25, dense or hybrid (default: all parts).")] = None,  # noqa: UP045
+    backend: Annotated[str, typer.Option(help="BM25 engine: numpy (no compile wait), numba or auto.")] = "numpy",
+    snippet: Annotated[int, typer.Option(help="Snippet length in characters.")] = 100,
+) -> None:
+    """Search an index directory and print a table of rank, score, id, title and snippet."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.index import load_index
+
+    try:
+        retriever = load_index(path, kind=kind, backend=backend)
+        hits = retriever.search(query, k)
+    except SearchGymError as exc:
+        _fail(exc)
+    t = Table(title=f"{query!r}: {len(hits)} hit(s) from {type(retriever).__name__}")
+    for col, kw in (("rank", {"justify": "right"}), ("score", {"justify": "right"}), ("id", {}), ("title", {}),
+                    ("snippet", {"overflow": "fold"})):
+        t.add_column(col, **kw)
+    for rank, h in enumerate(hits, 1):
+        text = " ".join(h.passage.text.split())
+        t.add_row(str(rank), f"{h.score:.4f}", h.id, h.passage.title,
+                  text[:snippet] + ("…" if len(text) > snippet else ""))
+    Console().print(t)
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    groups["index"].command("build")(index_build)
+    groups["index"].command("info")(index_info_cmd)
+    app.command("search")(search_cmd)
