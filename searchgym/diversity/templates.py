@@ -125,6 +125,7 @@ _SUFFIX_RULES: tuple[tuple[str, str], ...] = (
 )
 _SLOT_POS = {"NUM": "NUM", "DATE": "NUM"}
 _MARK = "xslotx"
+_DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
 
 
 def normalize(text: str) -> str:
@@ -189,6 +190,9 @@ class _SpanIndex:
         self.prefixes: set[str] = set()
 
     def add(self, name: str, slot: str = "E") -> None:
+        base = _DISAMBIG.sub("", name)
+        if base != name and base.strip():  # "Ravenhill (novel)" also names "Ravenhill"
+            self.add(base, slot)
         toks = normalize(name).split()
         if not toks or all(t in _STOP or t in _LEX for t in toks):
             return  # a name made only of function words would mask ordinary text
