@@ -1,0 +1,170 @@
+"""Resolving the environment's inputs (corpus, dataset, retriever) into objects, memoised.
+
+Building a retriever is the expensive part of making an environment (a BM25 index over the world takes
+about a second, a dense one much longer), so retrievers built from the same inputs are shared by every
+environment in the process: the sub-environments of a vector env, and repeated ``gymnasium.make`` calls.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from searchgym.errors import ConfigError
+
+WORLD_SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type")
+RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
+
+_LOCK = threading.Lock()
+_RETRIEVERS: dict[Any, Any] = {}
+_DATASETS: dict[Any, list[Any]] = {}
+
+
+def _freeze(x: Any) -> Any:
+    if isinstance(x, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_freeze(v) for v in x)
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return id(x)
+
+
+def _file_key(path: str | os.PathLike) -> tuple[str, float, int]:
+    p = Path(path)
+    st = p.stat()
+    return (str(p.resolve()), st.st_mtime, st.st_size)
+
+
+def _world(world_seed: int) -> Any:
+    from searchgym.data import default_world
+
+    return default_world(seed=world_seed)
+
+
+def _is_url(x: Any) -> bool:
+    return isinstance(x, str) and x.startswith(("http://", "https://"))
+
+
+def resolve_dataset(dataset: Any, split: str, world_seed: int) -> tuple[list[Any], str]:
+    """Return ``(examples, split_label)``. ``dataset`` is None (the world's ``split``), a world split name,
+    a file any QA loader reads, or a sequence of QAExample."""
+    if dataset is None:
+        dataset = split
+    if isinstance(dataset, str) and dataset in WORLD_SPLITS and not os.path.exists(dataset):
+        key = ("world", world_seed, dataset)
+        with _LOCK:
+            if key not in _DATASETS:
+                _DATASETS[key] = list(_world(world_seed).split(dataset))
+        return _DATASETS[key], dataset
+    if isinstance(dataset, (str, os.PathLike)):
+        path = Path(dataset)
+        if not path.exists():
+            raise ConfigError(
+                f"dataset {str(dataset)!r} is neither a file nor a world split; pass a QA file (FlashRAG jsonl, "
+                f"Search-R1 parquet, HotpotQA/MuSiQue/2Wiki json) or one of {list(WORLD_SPLITS)}")
+        from searchgym.data import load_qa
+
+        key = ("file", _file_key(path))
+        with _LOCK:
+            if key not in _DATASETS:
+                _DATASETS[key] = list(load_qa(str(path)))
+        return _DATASETS[key], split
+    if isinstance(dataset, Sequence):
+        return list(dataset), split
+    raise ConfigError(f"dataset must be a split name, a file path or a list of QAExample, got {type(dataset).__name__}")
+
+
+def _build(kind: str, passages: Sequence[Any], kw: dict[str, Any]) -> Any:
+    from searchgym.retrieval import build_retriever
+
+    return build_retriever(passages, kind=kind, **kw)
+
+
+def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int,
+                      retriever_kwargs: dict[str, Any] | None = None, cache: bool | int = False) -> Any:
+    """Return a Retriever for the given inputs (shared with other environments built from the same ones)."""
+    kw = dict(retriever_kwargs or {})
+    if retriever is None:
+        retriever = "bm25"
+    if not isinstance(retriever, str):
+        if not hasattr(retriever, "batch_search"):
+            raise ConfigError(f"retriever must be 'bm25', 'dense', 'hybrid', an http:// URL or an object with "
+                              f"search/batch_search, got {type(retriever).__name__}")
+        return _maybe_cache(retriever, cache)
+    if _is_url(retriever):
+        key: Any = ("url", retriever, _freeze(kw), _freeze(cache))
+        with _LOCK:
+            if key not in _RETRIEVERS:
+                from searchgym.retrieval import RemoteRetriever
+
+                _RETRIEVERS[key] = _maybe_cache(RemoteRetriever(retriever, **kw), cache)
+            return _RETRIEVERS[key]
+    if retriever not in RETRIEVER_KINDS:
+        raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)}, an http:// URL or a Retriever "
+                          f"object, got {retriever!r}")
+    if corpus is None:
+        if dataset is not None and not (isinstance(dataset, str) and dataset in WORLD_SPLITS):
+            raise ConfigError("dataset= names a file or a list of examples but no corpus= was given; pass the "
+                              "corpus its questions are about (a corpus file or an index directory), or a "
+                              "retriever URL/object")
+        key = ("world", world_seed, retriever, _freeze(kw), _freeze(cache))
+        with _LOCK:
+            if key not in _RETRIEVERS:
+                _RETRIEVERS[key] = _maybe_cache(_build(retriever, _world(world_seed).passages, kw), cache)
+            return _RETRIEVERS[key]
+    if isinstance(corpus, (str, os.PathLike)):
+        path = Path(corpus)
+        if path.is_dir():
+            key = ("index", _file_key(path), _freeze(kw), _freeze(cache))
+            with _LOCK:
+                if key not in _RETRIEVERS:
+                    from searchgym.retrieval import load_index
+
+                    _RETRIEVERS[key] = _maybe_cache(load_index(str(path), **kw), cache)
+                return _RETRIEVERS[key]
+        if not path.exists():
+            from searchgym.errors import CorpusFormatError
+
+            raise CorpusFormatError("corpus file not found; pass a corpus jsonl/parquet file or an index "
+                                    "directory built with `searchgym index build`", path=str(path))
+        key = ("corpus", _file_key(path), retriever, _freeze(kw), _freeze(cache))
+        with _LOCK:
+            if key not in _RETRIEVERS:
+                from searchgym.retrieval import load_corpus
+
+                _RETRIEVERS[key] = _maybe_cache(_build(retriever, load_corpus(str(path)), kw), cache)
+            return _RETRIEVERS[key]
+    if isinstance(corpus, Sequence):
+        # A list of passages given in memory: memoise by identity (the caller owns the list).
+        key = ("passages", id(corpus), len(corpus), retriever, _freeze(kw), _freeze(cache))
+        with _LOCK:
+            if key not in _RETRIEVERS:
+                _RETRIEVERS[key] = (corpus, _maybe_cache(_build(retriever, list(corpus), kw), cache))
+            owner, r = _RETRIEVERS[key]
+            if owner is corpus:
+                return r
+        return _maybe_cache(_build(retriever, list(corpus), kw), cache)
+    raise ConfigError(f"corpus must be a file, an index directory or a list of Passage, got {type(corpus).__name__}")
+
+
+def _maybe_cache(retriever: Any, cache: bool | int) -> Any:
+    if not cache:
+        return retriever
+    from searchgym.retrieval import CachedRetriever
+
+    if cache is True:
+        return CachedRetriever(retriever)
+    return CachedRetriever(retriever, maxsize=int(cache))
+
+
+def clear_caches() -> None:
+    """Forget the memoised retrievers and datasets (frees their memory)."""
+    with _LOCK:
+        _RETRIEVERS.clear()
+        _DATASETS.clear()

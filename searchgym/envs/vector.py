@@ -1,0 +1,243 @@
+"""SearchVectorEnv: many SearchEnv episodes stepped together, all queries of a step in ONE batch_search."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from searchgym.envs.actions import SEARCH
+from searchgym.envs.env import ResetNeeded, SearchEnv
+from searchgym.errors import ConfigError, QueryError
+from searchgym.trajectory import Trajectory
+
+_PRIMITIVE = {bool: np.bool_, int: np.int64, float: np.float64}
+
+
+def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any]:
+    """Gymnasium's dict-of-arrays info: ``info[key][i]`` for env ``i``, and a mask ``info["_key"]``.
+
+    A key whose values are all bool / int / float gets an array of that dtype; anything else (strings,
+    lists, None mixed in) an object array. Unlike ``VectorEnv._add_info`` the dtype does not depend on
+    which environment reported first.
+    """
+    keys: dict[str, None] = {}
+    for d in infos:
+        if d:
+            keys.update(dict.fromkeys(d))
+    out: dict[str, Any] = {}
+    for k in keys:
+        mask = np.zeros(num_envs, dtype=np.bool_)
+        vals: list[Any] = [None] * num_envs
+        types = set()
+        for i, d in enumerate(infos):
+            if d and k in d:
+                v = d[k]
+                vals[i] = v
+                mask[i] = True
+                types.add(type(v))
+        if len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE and mask.all():
+            arr = np.array(vals, dtype=_PRIMITIVE[t])
+        elif len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE:
+            arr = np.zeros(num_envs, dtype=_PRIMITIVE[t])
+            for i in np.flatnonzero(mask):
+                arr[i] = vals[i]
+        else:
+            arr = np.empty(num_envs, dtype=object)
+            arr[:] = vals
+        out[k] = arr
+        out["_" + k] = mask
+    return out
+
+
+class SearchVectorEnv(VectorEnv):
+    """``num_envs`` SearchEnv episodes in one process, sharing one retriever, batched per step.
+
+    Every ``step(actions)`` parses all actions, sends **all queries of the step to one**
+    ``retriever.batch_search`` call, and hands each environment its hits. Observations are a tuple of
+    strings (the batched space is a ``Tuple`` of ``Text``), rewards/terminations/truncations numpy arrays,
+    infos a dict of arrays with ``_key`` masks (Gymnasium's convention).
+
+    Autoreset follows Gymnasium 1.x's default, ``AutoresetMode.NEXT_STEP``: the step after a sub-env
+    terminates or truncates resets it (its action is ignored; reward 0; its info is the reset info).
+    ``autoreset_mode="same_step"`` (final obs/info in ``info["final_obs"]``/``info["final_info"]``) and
+    ``"disabled"`` (reset done envs with ``reset(options={"reset_mask": mask})``) are also available.
+
+    Finished episodes are kept as :class:`~searchgym.trajectory.Trajectory` records: take them with
+    :meth:`pop_finished_trajectories`.
+
+    Example::
+
+        vec = gymnasium.make_vec("searchgym/SearchQA-v0", num_envs=64, vectorization_mode="vector_entry_point")
+        obs, infos = vec.reset(seed=0)
+        obs, rewards, terms, truncs, infos = vec.step(["<search> ... </search>"] * 64)
+        trajs = vec.pop_finished_trajectories()
+
+    All keyword arguments other than ``num_envs``/``autoreset_mode`` are SearchEnv's.
+    """
+
+    def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+                 render_mode: str | None = None, **env_kwargs: Any):
+        if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
+            raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
+        self.autoreset_mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) \
+            else autoreset_mode
+        self.metadata = {"autoreset_mode": self.autoreset_mode, "render_modes": SearchEnv.metadata["render_modes"]}
+        self.num_envs = int(num_envs)
+        self.render_mode = render_mode
+        first = SearchEnv(render_mode=render_mode, **env_kwargs)
+        self.envs: list[SearchEnv] = [first]
+        for _ in range(1, self.num_envs):
+            e = SearchEnv(render_mode=render_mode, **env_kwargs)
+            # Share the per-process pieces (the formatted-passage cache above all).
+            e.formatter, e.reward_fn, e.prompt = first.formatter, first.reward_fn, first.prompt
+            self.envs.append(e)
+        self.retriever = first.retriever
+        self.top_k = first.top_k
+        self.single_observation_space = first.observation_space
+        self.single_action_space = first.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
+        self._finished: list[Trajectory] = []
+        self._agent: str | None = None
+        self._policy_step: int | None = None
+
+    # -- reset -------------------------------------------------------------------------------------------
+    def reset(self, *, seed: int | Sequence[int | None] | None = None,
+              options: dict[str, Any] | None = None) -> tuple[tuple[str, ...], dict[str, Any]]:
+        """Reset all sub-envs (or those in ``options["reset_mask"]``). An int seed gives env ``i`` seed+i.
+
+        ``options["per_env"]`` may hold one options dict per sub-env (e.g. ``{"index": j}``).
+        """
+        obs, infos = self.reset_lists(seed=seed, options=options)
+        return tuple(obs), stack_infos(infos, self.num_envs)
+
+    def reset_lists(self, *, seed: int | Sequence[int | None] | None = None,
+                    options: dict[str, Any] | None = None) -> tuple[list[str], list[dict[str, Any] | None]]:
+        """``reset`` with per-env info dicts instead of stacked arrays."""
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        if seed is None:
+            seeds: list[int | None] = [None] * self.num_envs
+        elif isinstance(seed, (int, np.integer)):
+            seeds = [int(seed) + i for i in range(self.num_envs)]
+            self._np_random_seed = int(seed)
+            self._np_random = np.random.default_rng(int(seed))
+        else:
+            seeds = list(seed)
+            if len(seeds) != self.num_envs:
+                raise ConfigError(f"reset got {len(seeds)} seeds for {self.num_envs} environments")
+        per_env = options.pop("per_env", None)
+        if per_env is not None and len(per_env) != self.num_envs:
+            raise ConfigError(f"options['per_env'] has {len(per_env)} entries for {self.num_envs} environments")
+        obs: list[str] = [""] * self.num_envs
+        infos: list[dict[str, Any] | None] = [None] * self.num_envs
+        for i, env in enumerate(self.envs):
+            if mask is not None and not mask[i]:
+                continue
+            opts = per_env[i] if per_env is not None else (options or None)
+            obs[i], infos[i] = env.reset(seed=seeds[i], options=opts)
+            self._needs_reset[i] = False
+        return obs, infos
+
+    # -- step --------------------------------------------------------------------------------------------
+    def step_lists(self, actions: Sequence[Any]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray,
+                                                         list[dict[str, Any] | None]]:
+        """``step`` with per-env info dicts instead of stacked arrays (what Ray workers send back)."""
+        n = self.num_envs
+        if len(actions) != n:
+            raise ConfigError(f"step got {len(actions)} actions for {n} environments")
+        obs: list[str] = [""] * n
+        rewards = np.zeros(n, dtype=np.float64)
+        terms = np.zeros(n, dtype=np.bool_)
+        truncs = np.zeros(n, dtype=np.bool_)
+        infos: list[dict[str, Any] | None] = [None] * n
+        plans: list[Any] = [None] * n
+        queries: list[str] = []
+        spans: list[tuple[int, int]] = [(0, 0)] * n
+        for i, env in enumerate(self.envs):
+            if self._needs_reset[i]:
+                if self.autoreset_mode is AutoresetMode.NEXT_STEP:
+                    obs[i], infos[i] = env.reset()
+                    self._needs_reset[i] = False
+                    continue
+                raise ResetNeeded(f"sub-environment {i} has ended; with autoreset disabled, reset it with "
+                                  "reset(options={'reset_mask': mask}) before stepping it")
+            p = env.plan(actions[i])
+            plans[i] = p
+            if p.kind == SEARCH:
+                start = len(queries)
+                queries.extend(p.queries)
+                spans[i] = (start, len(queries))
+        results = self._batch_search(queries, plans, spans) if queries else None
+        for i, p in enumerate(plans):
+            if p is None:
+                continue
+            env = self.envs[i]
+            if p.kind == SEARCH:
+                r = results[i] if isinstance(results, dict) else results[spans[i][0]:spans[i][1]]  # type: ignore
+            else:
+                r = None
+            o, rew, te, tr, info = env.finish(p, r)
+            if te or tr:
+                self._finished.append(env.trajectory(self._agent, self._policy_step))
+                if self.autoreset_mode is AutoresetMode.SAME_STEP:
+                    info = dict(info, final_obs=o, final_info=dict(info))
+                    o, reset_info = env.reset()
+                    info.update(reset_info)
+                else:
+                    self._needs_reset[i] = True
+            obs[i], rewards[i], terms[i], truncs[i], infos[i] = o, rew, te, tr, info
+        return obs, rewards, terms, truncs, infos
+
+    def _batch_search(self, queries: list[str], plans: list[Any], spans: list[tuple[int, int]]) -> Any:
+        try:
+            return self.retriever.batch_search(queries, self.top_k)
+        except QueryError:
+            # One bad query must not sink the batch: retry per environment, so only its owner sees the error.
+            return {i: self.envs[i].search(queries[a:b]) for i, (a, b) in enumerate(spans)
+                    if plans[i] is not None and plans[i].kind == SEARCH}
+
+    def step(self, actions: Sequence[Any]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray,
+                                                   dict[str, Any]]:
+        obs, rewards, terms, truncs, infos = self.step_lists(actions)
+        return tuple(obs), rewards, terms, truncs, stack_infos(infos, self.num_envs)
+
+    # -- trajectories and helpers ----------------------------------------------------------------------
+    def set_agent(self, agent: str | None = None, policy_step: int | None = None) -> None:
+        """Label the trajectories of episodes finished from now on."""
+        self._agent, self._policy_step = agent, policy_step
+
+    def pop_finished_trajectories(self) -> list[Trajectory]:
+        """The Trajectory of every episode finished since the last call, in finishing order."""
+        out, self._finished = self._finished, []
+        return out
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        out = []
+        for env in self.envs:
+            attr = getattr(env, name)
+            out.append(attr(*args, **kwargs) if callable(attr) else attr)
+        return tuple(out)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return tuple(getattr(env, name) for env in self.envs)
+
+    def set_attr(self, name: str, values: Any) -> None:
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        for env, v in zip(self.envs, values):
+            setattr(env, name, v)
+
+    def render(self) -> tuple[Any, ...] | None:
+        if self.render_mode is None:
+            return None
+        return tuple(env.render() for env in self.envs)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        for env in self.envs:
+            env.close()
