@@ -109,9 +109,9 @@ def build_entities(seed: int, n_entities: int, confusable_share: float) -> tuple
             base = near.group.split(":", 1)[1]
             name = names.city(base)
         while name is None:
-            base = stem(names.rng, 2, 2).rstrip("aeiou")
-            base = base[:1].upper() + base[1:]
-            name = names.city(base)
+            base = stem(names.rng, 1, 2)
+            if f"city:{base}" not in groups:  # a fresh stem, so no accidental near-duplicates
+                name = names.city(base)
         e = add("city", name, f"city:{base}", "")
         country = countries[i] if i < len(countries) else countries[rng.randrange(len(countries))]
         e.attrs.update(country=country, population=int(10 ** rng.uniform(3.5, 6.7)),
@@ -144,7 +144,8 @@ def build_entities(seed: int, n_entities: int, confusable_share: float) -> tuple
             name = names.organisation(base)
         while name is None:
             base = stem(names.rng, 2, 3)
-            name = names.organisation(base)
+            if f"org:{base}" not in groups:
+                name = names.organisation(base)
         e = add("organisation", name, f"org:{base}", "")
         founder = person_born_before(1990)
         e.attrs.update(founder=founder.idx, headquarters=cities[rng.randrange(len(cities))],

@@ -52,6 +52,7 @@ class NameFactory:
         self.used: set[str] = set()
         self.lowered: set[str] = set()
         self._given: list[str] = []
+        self.surnames: set[str] = set()
 
     def _claim(self, name: str) -> bool:
         key = name.lower()
@@ -89,12 +90,15 @@ class NameFactory:
         out: list[str] = []
 
         def make() -> str:
-            sn = fixed or self.surname()
+            sn = fixed
+            while sn is None or (fixed is None and sn in self.surnames):
+                sn = self.surname()  # a fresh surname is one nobody has yet
             out.append(sn)
             return f"{self.given()} {sn}"
 
         name = self._unique(make)
         assert name is not None
+        self.surnames.add(out[-1])
         return name, out[-1]
 
     # -- places and organisations --------------------------------------------------------------

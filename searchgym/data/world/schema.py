@@ -118,7 +118,7 @@ RELATIONS: tuple[Relation, ...] = (
        cmp=("was taller", "max", "Who was taller, {A} or {B}?")),
     # -- city --------------------------------------------------------------------------------
     _r("city.country", "entity",
-       ("{S} is a city in {v}.", "{S} lies within the borders of {v}.", "{S} is located in {v}."),
+       ("{S} belongs to {v}.", "{S} lies within the borders of {v}.", "{S} is located in {v}."),
        "country", "In which country is {S} located?", target="country",
        desc="the country where {S} is located",
        yn=("Is {S} located in {O}?", "{S} is located in {O}")),
