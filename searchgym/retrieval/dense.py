@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _DEFAULT_ALIASES = {DEFAULT_MODEL, "sentence-transformers/all-MiniLM-L6-v2", "default", "minilm"}
 INDEX_TYPES = ("flat", "hnsw")
-MAX_QUERY_CHARS = 8192  # the encoder reads at most 256 word pieces; longer text is wasted work
+MAX_QUERY_CHARS = 2048  # the encoder reads at most 256 word pieces (~1,500 characters); the rest is wasted work
 _models: dict[tuple[str, str], Any] = {}
 
 
