@@ -33,7 +33,8 @@ class Agent(Protocol):
 
 _INFO_RE = re.compile(r"<information>(.*?)(?:</information>|$)", re.DOTALL)
 # "Doc 1(Title: t) text" (Search-R1); also "Doc 1 (Title: t)\ntext" (verl tool) and "Doc 1: text" (SkyRL).
-_DOC_RE = re.compile(r"Doc\s*(\d+)\s*(?:\(Title:\s*(.*?)\)\s*|:\s*)(.*?)(?=\n?Doc\s*\d+\s*[(:]|\Z)", re.DOTALL)
+_DOC_RE = re.compile(r"Doc\s*(\d+)\s*(?:\(Title:\s*(\"[^\"\n]*\"|[^\n]*?)\)(?=\s|$)\s*|:\s*)"
+                     r"(.*?)(?=\n?Doc\s*\d+\s*[(:]|\Z)", re.DOTALL)
 _QUESTION_RES = (
     re.compile(r"Question:\s*(.+?)\s*(?:\n|$)", re.DOTALL),
     re.compile(r"question\s*(?:is)?\s*[:：]\s*(.+?)\s*(?:\n|$)", re.IGNORECASE | re.DOTALL),
@@ -75,7 +76,7 @@ def parse_information(observation: str) -> list[RetrievedDoc]:
             except (ValueError, KeyError, TypeError):
                 pass
         for m in _DOC_RE.finditer(block):
-            title = (m.group(2) or "").strip()
+            title = (m.group(2) or "").strip().strip('"').strip()
             text = m.group(3).strip()
             if not title and "\n" in text:  # "Doc 1: "Title"\ntext" (contents form)
                 first, rest = text.split("\n", 1)

@@ -1,0 +1,432 @@
+"""Heuristic search agents: one named query strategy each, and ``diverse``, a weighted mix of them.
+
+Each strategy decides what to search (the first query, then follow-ups after reading the results);
+the shared :class:`~searchgym.agents.reader.Reader` decides when the passages answer the question and
+what the answer is. Strategies:
+
+============  =================================================================================
+question      the full question, verbatim
+keywords      the question without stopwords and wh-words
+entity        the named entity plus the relation words ("Narrow Compass director")
+rephrase      a declarative rephrase ("The director of Narrow Compass was born in")
+decompose     one hop at a time: query the first hop, read the bridge entity from the passages,
+              query the next hop with it
+prf           pseudo-relevance feedback: keywords, then expanded with terms of the retrieved text
+random        a random subset of the question's words (re-drawn while the answer is missing)
+diverse       samples one of the above per episode, with weights (seeded)
+============  =================================================================================
+
+They are the SFT demonstrators, so actions look like a model's: a short ``<think>`` and then
+``<search> ... </search>`` or ``<answer> ... </answer>``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from searchgym.agents.analysis import (
+    STOPWORDS,
+    WH_WORDS,
+    QuestionSpec,
+    entity_spans,
+    keywords,
+    parse_spec,
+    relation_info,
+    relation_noun,
+    relation_terms,
+    words,
+)
+from searchgym.agents.base import (
+    answer_action,
+    batch_indices,
+    infos_or_empty,
+    is_new_episode,
+    parse_information,
+    parse_question,
+    search_action,
+)
+from searchgym.agents.reader import Memory, Reader, base_title, resolve
+from searchgym.errors import ConfigError
+
+CONFIDENT = 0.99  # the reader's confidence at which an agent answers instead of searching on
+
+
+@dataclass
+class EpisodeState:
+    question: str
+    spec: QuestionSpec | None
+    strategy: Strategy
+    mem: Memory = field(default_factory=Memory)
+    queries: list[str] = field(default_factory=list)
+    rng: random.Random = field(default_factory=random.Random)
+    done: bool = False
+
+    @property
+    def searches(self) -> int:
+        return len(self.queries)
+
+
+# --------------------------------------------------------------------------------------------------
+# Strategies
+
+
+class Strategy:
+    """A query strategy: ``first(st)`` and ``follow_up(st)`` (``None`` = answer now)."""
+
+    name = "base"
+    max_searches = 1
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        return None
+
+
+def _content(question: str) -> list[str]:
+    return keywords(question.rstrip("?.! "))
+
+
+class QuestionStrategy(Strategy):
+    name = "question"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        return st.question, "I will search for the question as it is."
+
+
+class KeywordsStrategy(Strategy):
+    name = "keywords"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        return " ".join(_content(st.question)) or st.question, "Let me search for the key terms."
+
+
+def _chain_nouns(spec: QuestionSpec) -> list[str]:
+    nouns: list[str] = []
+    for keys in spec.chain:
+        n = relation_noun(keys[0])
+        if n not in nouns:
+            nouns.append(n)
+    return nouns
+
+
+class EntityStrategy(Strategy):
+    name = "entity"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        spec = st.spec
+        if spec is not None:
+            ents = [spec.subject] + ([spec.other] if spec.other else []) + ([spec.obj] if spec.obj else [])
+            q = " ".join(ents[:2] + _chain_nouns(spec))
+            return q, f"The question is about {spec.subject}; I will search for it with the relation."
+        ents = entity_spans(st.question)
+        ent_words = {w.lower() for e in ents for w in e.split()}
+        rel = [w for w in _content(st.question) if w.lower() not in ent_words]
+        q = " ".join(ents + rel) or st.question
+        return q, (f"The question is about {ents[0]}." if ents else "I will search for the main terms.")
+
+
+def _desc_phrase(spec: QuestionSpec) -> str:
+    """The question's subject phrase, rebuilt: ``the city where the director of X was born``."""
+    rels = relation_info()
+    phrase = spec.subject
+    for keys in spec.chain[:-1]:
+        r = rels.get(keys[0])
+        if r is None or not r.desc:
+            break
+        phrase = r.desc.format(S=phrase)
+    return phrase
+
+
+def _declarative(pattern: str, subject: str, value: str = "") -> str:
+    s = pattern.replace("{a_v}", "{v}").format(S=subject, s=subject, v=value, O=value, a_O=value)
+    s = re.sub(r"\s+", " ", s).strip().rstrip(".").strip()
+    return s[:1].upper() + s[1:]
+
+
+_REPHRASE_RULES: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"^(?:in )?(?:what|which) year (?:was|were|did) (.+?) (\w+)$", re.IGNORECASE), r"\1 \2 in the year"),
+    (re.compile(r"^when (?:was|were|did) (.+?) (\w+)$", re.IGNORECASE), r"\1 \2 on the date"),
+    (re.compile(r"^who (\w+) (.+)$", re.IGNORECASE), r"\2 was \1 by"),
+    (re.compile(r"^where (?:was|were|is|are|did) (.+?) (\w+)$", re.IGNORECASE), r"\1 \2 in the place"),
+    (re.compile(r"^how many (.+?) (?:does|do|did) (.+?) have$", re.IGNORECASE), r"\2 has a number of \1"),
+    (re.compile(r"^(?:what|which) (?:is|was|are|were) the (.+?) of (.+)$", re.IGNORECASE), r"the \1 of \2 is"),
+    (re.compile(r"^(?:is|was|are|were) (.+)$", re.IGNORECASE), r"\1"),
+)
+
+
+def rephrase_generic(question: str) -> str:
+    q = question.strip().rstrip("?.! ")
+    for rx, rep in _REPHRASE_RULES:
+        if rx.match(q):
+            out = rx.sub(rep, q)
+            return out[:1].upper() + out[1:]
+    return q
+
+
+class RephraseStrategy(Strategy):
+    name = "rephrase"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        spec, rels = st.spec, relation_info()
+        think = "I will search for a statement that would contain the answer."
+        if spec is None:
+            return rephrase_generic(st.question), think
+        r = rels.get(spec.final[0])
+        if r is None:
+            return rephrase_generic(st.question), think
+        if spec.kind == "yesno" and r.yn:
+            return _declarative(r.yn[1], _desc_phrase(spec), spec.obj or ""), think
+        if spec.kind == "compare" and r.cmp:
+            return f"{spec.subject} {r.cmp[0]} than {spec.other}", think
+        return _declarative(r.patterns[0], _desc_phrase(spec)), think
+
+
+class DecomposeStrategy(Strategy):
+    """One hop at a time; the bridge entity of each hop is read from the passages."""
+
+    name = "decompose"
+    max_searches = 4
+
+    def _hop_query(self, entity: str, keys: tuple[str, ...]) -> str:
+        return f"{entity} {relation_noun(keys[0])}"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        spec = st.spec
+        if spec is None:
+            return " ".join(_content(st.question)) or st.question, "First I find the entity the question hinges on."
+        if spec.kind == "compare":
+            return self._hop_query(spec.subject, spec.final), \
+                f"I need the {relation_noun(spec.final[0])} of {spec.subject} and of {spec.other}."
+        if len(spec.chain) > 1:
+            return self._hop_query(spec.subject, spec.chain[0]), \
+                f"First I need {relation_noun(spec.chain[0][0])} of {spec.subject}."
+        return self._hop_query(spec.subject, spec.chain[0]), \
+            f"I need the {relation_noun(spec.chain[0][0])} of {spec.subject}."
+
+    def follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        spec = st.spec
+        if spec is None:
+            return self._generic_follow_up(st)
+        res = resolve(spec, st.mem)
+        if spec.kind == "compare":
+            a_known = st.mem.lookup(spec.subject, spec.final) is not None
+            who = (spec.other if a_known else spec.subject) or ""
+            for q in (self._hop_query(who, spec.final), f"{who} {' '.join(relation_terms(spec.final[0]))}", who):
+                if q not in st.queries:
+                    return q, f"Now the {relation_noun(spec.final[0])} of {who}."
+            return None
+        if res.value is not None or res.hop >= len(spec.chain):
+            return None
+        keys = spec.chain[res.hop]
+        q = self._hop_query(res.entity, keys)
+        if q in st.queries:  # the same hop again: use the words the corpus states this relation with
+            q = f"{res.entity} {' '.join(relation_terms(keys[0]))}"
+            if q in st.queries:
+                q = res.entity
+                if q in st.queries:
+                    return None
+        think = (f"The passages say it is {res.entity}. Next: the {relation_noun(spec.chain[res.hop][0])} "
+                 f"of {res.entity}." if res.hop > 0 else
+                 f"I still need the {relation_noun(spec.chain[res.hop][0])} of {res.entity}.")
+        return q, think
+
+    def _generic_follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        if st.searches >= 2:
+            return None
+        qlow = st.question.lower()
+        cands: Counter[str] = Counter()
+        for rank, d in enumerate(st.mem.docs[:5]):
+            for span in entity_spans(d.text):
+                if span.lower() not in qlow and span.lower() != base_title(d.title).lower():
+                    cands[span] += 1.0 / (1 + rank)
+        if not cands:
+            return None
+        bridge = cands.most_common(1)[0][0]
+        rest = [w for w in _content(st.question) if w.lower() not in {x.lower() for e in
+                                                                        entity_spans(st.question)
+                                                                        for x in e.split()}]
+        return f"{bridge} {' '.join(rest)}".strip(), f"The passages point to {bridge}; I search for it next."
+
+
+class PRFStrategy(Strategy):
+    """Pseudo-relevance feedback: expand the keywords with frequent terms of the retrieved passages."""
+
+    name = "prf"
+    max_searches = 3
+    expand = 4
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        return " ".join(_content(st.question)) or st.question, "Let me search for the key terms first."
+
+    def follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        if st.searches >= self.max_searches:
+            return None
+        have = {w.lower() for q in st.queries for w in q.split()} | {w.lower() for w in words(st.question)}
+        counts: Counter[str] = Counter()
+        recent = st.mem.docs[-3 * 2:]
+        for rank, d in enumerate(reversed(recent)):
+            for w in words(base_title(d.title) + " " + d.text):
+                lw = w.lower()
+                if lw in have or lw in STOPWORDS or lw in WH_WORDS or len(lw) < 3 or lw.isdigit():
+                    continue
+                counts[w] += (2.0 if w[:1].isupper() else 1.0) / (1 + 0.5 * rank)
+        terms = [w for w, _ in counts.most_common(self.expand)]
+        if not terms:
+            return None
+        q = " ".join(_content(st.question) + terms)
+        return q, f"The results mention {', '.join(terms[:2])}; I add them to the query."
+
+
+class RandomStrategy(Strategy):
+    """A random subset of the question's words, re-drawn while the answer is still missing."""
+
+    name = "random"
+    max_searches = 2
+
+    def _draw(self, st: EpisodeState) -> str:
+        ws = words(st.question.rstrip("?.! "))
+        if len(ws) <= 2:
+            return " ".join(ws) or st.question
+        k = st.rng.randint(max(2, len(ws) // 3), len(ws))
+        keep = sorted(st.rng.sample(range(len(ws)), k))
+        return " ".join(ws[i] for i in keep)
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        return self._draw(st), "I will try some words of the question."
+
+    def follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        if st.searches >= self.max_searches:
+            return None
+        return self._draw(st), "That did not answer it; I try other words."
+
+
+STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
+    QuestionStrategy, KeywordsStrategy, EntityStrategy, RephraseStrategy, DecomposeStrategy, PRFStrategy,
+    RandomStrategy)}
+
+DEFAULT_WEIGHTS: dict[str, float] = {"question": 1.0, "keywords": 1.0, "entity": 1.0, "rephrase": 1.0,
+                                     "decompose": 2.0, "prf": 1.0, "random": 0.5}
+
+
+# --------------------------------------------------------------------------------------------------
+# Agents
+
+
+class HeuristicAgent:
+    """A batched, per-slot stateful agent driven by one query strategy (or a weighted mix: ``diverse``).
+
+    Args:
+        strategy: a name in :data:`STRATEGIES`.
+        seed: seeds the random strategies (per slot and episode, so results do not depend on batching).
+        max_searches: never search more than this in one episode (the env's budget, default 4).
+        think: prefix actions with a short ``<think>``.
+        reader: a :class:`Reader` (e.g. ``Reader(world)`` for type checks on entity names).
+    """
+
+    def __init__(self, strategy: str = "question", *, seed: int = 0, max_searches: int = 4, think: bool = True,
+                 reader: Reader | None = None, name: str | None = None):
+        if strategy not in STRATEGIES:
+            raise ConfigError(f"unknown strategy {strategy!r}; available: {', '.join(STRATEGIES)}")
+        self.strategy_name = strategy
+        self.name = name or strategy
+        self.seed = seed
+        self.max_searches = max_searches
+        self.think = think
+        self.reader = reader or Reader()
+        self._slots: dict[int, EpisodeState] = {}
+        self._episodes: Counter[int] = Counter()
+        self._strategies = {k: v() for k, v in STRATEGIES.items()}
+
+    # -- per-episode choices -------------------------------------------------------------------------
+    def _episode_rng(self, slot: int, question: str) -> random.Random:
+        self._episodes[slot] += 1
+        return random.Random(f"{self.seed}/{slot}/{self._episodes[slot]}/{question}")
+
+    def choose_strategy(self, rng: random.Random) -> Strategy:
+        return self._strategies[self.strategy_name]
+
+    def reset(self, indices: Sequence[int] | None = None) -> None:
+        if indices is None:
+            self._slots.clear()
+        else:
+            for i in indices:
+                self._slots.pop(int(i), None)
+
+    def state(self, index: int) -> EpisodeState | None:
+        return self._slots.get(index)
+
+    # -- acting --------------------------------------------------------------------------------------
+    def _start(self, slot: int, obs: str, info: Mapping) -> EpisodeState:
+        question = parse_question(obs, dict(info))
+        rng = self._episode_rng(slot, question)
+        st = EpisodeState(question=question, spec=parse_spec(question), strategy=self.choose_strategy(rng),
+                          rng=rng)
+        self._slots[slot] = st
+        return st
+
+    def _search(self, st: EpisodeState, q: str, think: str) -> str:
+        st.queries.append(q)
+        return search_action(q, think if self.think else None)
+
+    def _answer(self, st: EpisodeState) -> str:
+        ans, conf = self.reader.answer(st.question, st.mem, st.spec)
+        st.done = True
+        think = None
+        if self.think:
+            think = "The passages answer it." if conf >= CONFIDENT else "I am not sure; my best guess."
+        return answer_action(ans, think)
+
+    def act_one(self, slot: int, obs: str, info: Mapping) -> str:
+        st = self._slots.get(slot)
+        if st is None or st.done or is_new_episode(obs, dict(info)):
+            st = self._start(slot, obs, info)
+            q, think = st.strategy.first(st)
+            return self._search(st, q, think)
+        docs = parse_information(obs)
+        if not docs and "<information>" not in obs:
+            # corrective feedback (invalid action, budget message): answer with what we have
+            return self._answer(st)
+        st.mem.add(docs)
+        _, conf = self.reader.answer(st.question, st.mem, st.spec)
+        budget = min(self.max_searches, int(info.get("max_searches", self.max_searches) or self.max_searches))
+        if conf >= CONFIDENT or st.searches >= budget:
+            return self._answer(st)
+        nxt = st.strategy.follow_up(st)
+        if nxt is None:
+            return self._answer(st)
+        return self._search(st, *nxt)
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict] | None = None, *,
+            indices: Sequence[int] | None = None) -> list[str]:
+        idx = batch_indices(len(observations), indices)
+        infs = infos_or_empty(infos, len(observations))
+        return [self.act_one(i, o, inf) for i, o, inf in zip(idx, observations, infs)]
+
+
+class DiverseAgent(HeuristicAgent):
+    """Samples one strategy per episode with the given weights (seeded): the SFT demonstrator mix."""
+
+    def __init__(self, weights: Mapping[str, float] | None = None, *, seed: int = 0, max_searches: int = 4,
+                 think: bool = True, reader: Reader | None = None, name: str = "diverse"):
+        super().__init__("question", seed=seed, max_searches=max_searches, think=think, reader=reader,
+                         name=name)
+        w = dict(DEFAULT_WEIGHTS if weights is None else weights)
+        unknown = sorted(set(w) - set(STRATEGIES))
+        if unknown:
+            raise ConfigError(f"unknown strategies in weights: {unknown}; available: {', '.join(STRATEGIES)}")
+        if not w or any(v < 0 for v in w.values()) or sum(w.values()) <= 0:
+            raise ConfigError(f"weights must be >= 0 with a positive sum, got {w}")
+        self.weights = w
+        self._names = [k for k, v in w.items() if v > 0]
+        self._w = [w[k] for k in self._names]
+        self.chosen: Counter[str] = Counter()
+
+    def choose_strategy(self, rng: random.Random) -> Strategy:
+        name = rng.choices(self._names, weights=self._w, k=1)[0]
+        self.chosen[name] += 1
+        return self._strategies[name]
