@@ -364,14 +364,20 @@ def _convert_musique(rec: Mapping, n: int, stem: str) -> tuple[QAExample, list[P
             raise _Bad("a paragraph must be an object with 'title' and 'paragraph_text'")
         paras.append((str(p.get("title") or ""), " ".join(p["paragraph_text"].split()),
                       bool(p.get("is_supporting"))))
+    sup_titles = [t for t, _, s in paras if s]
+    decomp = rec.get("question_decomposition")
+    if isinstance(decomp, list):  # hop order when the decomposition names its paragraphs
+        hop_titles = [paras[d["paragraph_support_idx"]][0] for d in decomp if isinstance(d, Mapping)
+                      and isinstance(d.get("paragraph_support_idx"), int)
+                      and 0 <= d["paragraph_support_idx"] < len(paras)]
+        sup_titles = list(dict.fromkeys(hop_titles + sup_titles))
     qid = _str(rec, "id", required=False) or f"{stem}-{n - 1}"
     prefix = qid.split("__", 1)[0]
     m = _HOP_PREFIX.match(prefix)
-    decomp = rec.get("question_decomposition")
     hops = len(decomp) if isinstance(decomp, list) and decomp else (int(m.group(1)) if m else None)
     meta: dict[str, Any] = {"source": "musique", "family": prefix if m else "musique", "hops": hops,
                             "answerable": rec.get("answerable", True),
-                            "supporting_titles": [t for t, _, s in paras if s]}
+                            "supporting_titles": sup_titles}
     assert question is not None
     return QAExample(id=qid, question=question, answers=answers, metadata=meta), paras
 
@@ -443,7 +449,8 @@ def _iter_examples(path: Path, fmt: str, report: LoadReport, lenient: bool
         except _Bad as exc:
             where = "row" if _base_suffix(path) == ".parquet" else "line"
             if not lenient:
-                raise CorpusFormatError(f"malformed {fmt} record ({where} {n}): {exc}; fix it or load with "
+                what = f"record (row {n})" if where == "row" else "record"
+                raise CorpusFormatError(f"malformed {fmt} {what}: {exc}; fix it or load with "
                                         f"lenient=True to skip such records", path=str(path), line=n) from None
             report.note(f"{path}, {where} {n}: {exc}")
             continue
@@ -458,8 +465,15 @@ def _load_file(path: str | Path, fmt: str | None, *, lenient: bool, split: str |
     if not p.exists():
         raise QAFileNotFoundError("no such QA file; check the path", path=str(p))
     if p.is_dir():
-        files = sorted(x for x in p.iterdir() if _base_suffix(x) in (".parquet", ".json", ".jsonl")
-                       and not x.name.startswith("."))
+        # one file per split name: an exported world has both <split>.parquet and <split>.jsonl
+        pref = {".parquet": 0, ".jsonl": 1, ".json": 2}
+        by_stem: dict[str, Path] = {}
+        for x in sorted(p.iterdir()):
+            if _base_suffix(x) in pref and not x.name.startswith(".") and x.name.split(".")[0] != "corpus":
+                stem = x.name.split(".")[0]
+                if stem not in by_stem or pref[_base_suffix(x)] < pref[_base_suffix(by_stem[stem])]:
+                    by_stem[stem] = x
+        files = [by_stem[k] for k in sorted(by_stem)]
         if split is not None:
             files = [x for x in files if x.name.split(".")[0] == split]
             if not files:
@@ -553,8 +567,8 @@ def load_hf_dataset(name: str, split: str = "train", *, config: str | None = Non
     except Exception as exc:  # noqa: BLE001 - datasets raises many types (ConnectionError, ...)
         offline = any(os.environ.get(v, "").lower() in ("1", "true", "yes")
                       for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"))
-        hint = ("the machine is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set) and the dataset is not in "
-                "the local cache" if offline else "the name may be wrong or the hub unreachable")
+        hint = ("The machine is offline (HF_HUB_OFFLINE/HF_DATASETS_OFFLINE is set) and the dataset is not in "
+                "the local cache" if offline else "The name may be wrong or the hub unreachable")
         raise DatasetUnavailableError(
             f"cannot load Hugging Face dataset {name!r} (split {split!r}): {type(exc).__name__}: {exc}. "
             f"{hint}; download the files once and pass their path to load_qa instead") from None
@@ -648,15 +662,18 @@ def pooled_corpus(paths: str | Path | Sequence[str | Path], *, lenient: bool = F
                                            path=str(p))
                 continue
             seen_q.add(ex.id)
-            sup: list[str] = []
+            sup: list[tuple[str, str]] = []
             for title, text, is_sup in paras or []:
                 key = (title, text)
                 row = rows.get(key)
                 if row is None:
                     row = rows[key] = len(passages)
                     passages.append(Passage(f"{id_prefix}{row}", title, text))
-                if is_sup and passages[row].id not in sup:
-                    sup.append(passages[row].id)
-            ex.supporting_ids = sup
+                if is_sup and all(pid != passages[row].id for _, pid in sup):
+                    sup.append((title, passages[row].id))
+            # hop order (supporting_facts / question_decomposition order), not context order
+            order = {t: i for i, t in enumerate(ex.metadata.get("supporting_titles") or [])}
+            sup.sort(key=lambda tp: order.get(tp[0], len(order)))
+            ex.supporting_ids = [pid for _, pid in sup]
             questions.append(ex)
     return passages, questions
