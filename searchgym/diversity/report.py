@@ -382,7 +382,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     def save(fig: Any, fname: str, title: str) -> None:
         path = out / fname
         tmp = out / f".{fname}.tmp.png"
-        fig.savefig(tmp, dpi=90, bbox_inches="tight")
+        fig.savefig(tmp, dpi=80, format="png")  # fixed layouts: "tight" boxes cost a redraw
         plt.close(fig)
         os.replace(tmp, path)
         images[title] = fname
@@ -401,7 +401,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
                 ax.set_xlabel("step", fontsize=8)
                 ax.tick_params(labelsize=7)
         axes[0][0].legend(fontsize=7)
-        fig.tight_layout()
+        fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.06, hspace=0.55, wspace=0.18)
         save(fig, "entropy_vs_step.png", "Template entropy and effective number vs step")
 
     lv = _primary(summary)
@@ -417,6 +417,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_xlabel(f"share of queries ({lv} level)", fontsize=8)
         ax.set_title(f"Top templates: {name}", fontsize=9)
+        fig.subplots_adjust(left=0.45, right=0.97, top=0.9, bottom=0.12)
         save(fig, f"top_templates_{_safe(name)}.png", f"Top templates: {name}")
 
     with_moves = {n: r for n, r in runs.items() if sum(r["moves"]["counts"].values()) > 0}
@@ -433,6 +434,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         ax.set_ylabel("share of moves", fontsize=8)
         ax.legend(fontsize=7)
         ax.set_title("Reformulation moves", fontsize=9)
+        fig.subplots_adjust(bottom=0.25, left=0.08, right=0.98)
         save(fig, "moves.png", "Reformulation-move distribution")
 
     with_law = {n: r for n, r in runs.items() if r["policy"].get("entropy_law_points")}

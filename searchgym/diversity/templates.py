@@ -284,11 +284,10 @@ class Templater:
         caps: set[str] = set()
         for m in _CAPRUN.finditer(raw):
             if m.start() == 0 and " " not in m.group(1).strip():
-                continue
-            word = m.group(1).strip()
-            if word.lower() in _LEX or word.lower() in MONTHS:
-                continue
-            caps.add(normalize(word))
+                continue  # a capitalised first word is usually just the start of a sentence
+            span = _entity_run(m.group(1))
+            if span:
+                caps.add(normalize(span))
         text = _mark(raw, spans) if spans else raw
         text = _APOS.sub("", text.lower())
         text = _PUNCT.sub(" ", text)
@@ -397,12 +396,20 @@ def question_spans(question: str) -> list[str]:
     for m in _QUOTED.finditer(question):
         spans.append(m.group(1) or m.group(2))
     for m in _CAPRUN.finditer(question):
-        words = m.group(1).split()
-        while words and words[0].lower() in _LEX:
-            words = words[1:]
-        if words:
-            spans.append(" ".join(words))
+        span = _entity_run(m.group(1))
+        if span:
+            spans.append(span)
     return spans
+
+
+def _entity_run(run: str) -> str | None:
+    """A capitalised run minus leading function words; None for dates ('May 5 1990') and empty runs."""
+    words = run.split()
+    while words and words[0].lower() in _LEX:
+        words = words[1:]
+    if not words or words[0].lower() in MONTHS or words[0].isdigit():
+        return None
+    return " ".join(words)
 
 
 _DEFAULT = Templater()
