@@ -1,0 +1,242 @@
+"""CLI: ``searchgym rollout`` and ``searchgym eval``.
+
+Heavy modules (torch, transformers, the env) load inside the commands so ``searchgym --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+AgentOpt = Annotated[str, typer.Option(
+    "--agent", "-a", help="A heuristic (question, keywords, entity, rephrase, decompose, prf, random, diverse), a "
+                          "Hugging Face model (local dir, org/name or hf:name), or with --base-url the model name "
+                          "on an OpenAI-compatible server.")]
+EnvOpt = Annotated[str, typer.Option("--env", help="Gymnasium env id.")]
+SplitOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--split", help="World split: train, dev, test, shift_phrasing, shift_family, shift_type.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed: question order and agent sampling.")]
+NumEnvsOpt = Annotated[int, typer.Option("--num-envs", "-b", help="Parallel env slots (one batched search per step).")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--base-url", help="OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1); --agent is then the model name.")]
+TempOpt = Annotated[float, typer.Option("--temperature", help="Sampling temperature (LM / OpenAI agents).")]
+TopPOpt = Annotated[float, typer.Option("--top-p", help="Nucleus sampling mass (LM / OpenAI agents).")]
+MaxTokOpt = Annotated[int, typer.Option("--max-new-tokens", help="Tokens per action (LM / OpenAI agents).")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="cpu or cuda (LM agent).")]
+CorpusOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--corpus", help="Corpus file or index directory instead of the embedded world.")]
+DatasetOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--dataset", help="QA file (FlashRAG jsonl, Search-R1 parquet, ...) instead of the world's split.")]
+RetrieverOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--retriever", help="bm25 (default), dense, hybrid, or an http:// /retrieve server.")]
+TopKOpt = Annotated[Optional[int], typer.Option("--top-k", help="Passages per search (default 3).")]  # noqa: UP045
+TurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", help="Searches per episode (default 4).")]  # noqa: UP045
+ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
+SummaryOpt = Annotated[Optional[Path], typer.Option(  # noqa: UP045
+    "--summary-json", help="Also write the summary (and timing) as JSON here.")]
+
+
+def _fail(message: str, code: int = 1) -> None:
+    from rich.console import Console
+
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _env_kwargs(corpus: str | None, dataset: str | None, retriever: str | None, top_k: int | None,
+                max_turns: int | None) -> dict[str, Any]:
+    kw: dict[str, Any] = {}
+    for key, val in (("corpus", corpus), ("dataset", dataset), ("retriever", retriever), ("top_k", top_k),
+                     ("max_turns", max_turns)):
+        if val is not None:
+            kw[key] = val
+    return kw
+
+
+def _fmt(x: float) -> str:
+    return "-" if isinstance(x, float) and math.isnan(x) else f"{x:.3f}"
+
+
+def summary_table(summary: dict[str, dict[str, float]], title: str) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("family", "episodes", "EM", "F1", "gold recall", "searches/ep", "invalid rate"):
+        t.add_column(col, justify="left" if col == "family" else "right")
+    for fam, row in summary.items():
+        t.add_row(fam if fam != "all" else "[bold]all[/]", str(int(row["episodes"])), _fmt(row["em"]),
+                  _fmt(row["f1"]), _fmt(row["recall"]), f"{row['searches']:.2f}", _fmt(row["invalid"]),
+                  end_section=fam == "all")
+    return t
+
+
+def show_episode(console: Any, traj: Any) -> None:
+    from rich.markup import escape
+
+    mark = "[green]✓[/]" if traj.em else "[red]✗[/]"
+    console.rule(f"{mark} {escape(traj.question_id)} · {escape(str(traj.family))}", align="left")
+    console.print(f"[bold]Q:[/] {escape(traj.question)}")
+    for i, s in enumerate(traj.steps, 1):
+        act = " ".join(s.action.split())
+        console.print(f"  [cyan]{i}. {s.kind}[/] {escape(act[:300])}")
+        titles = s.extra.get("titles")
+        if titles:
+            hit = "" if s.gold_hit is None else (" [green](gold hit)[/]" if s.gold_hit else " [dim](no gold)[/]")
+            console.print(f"     [dim]→ {escape('; '.join(map(str, titles)))}[/]{hit}")
+    console.print(f"  [bold]prediction:[/] {escape(str(traj.prediction))}   [bold]gold:[/] "
+                  f"{escape(' | '.join(traj.answers[:3]))}   EM {traj.em}  F1 {traj.f1:.2f}")
+
+
+def _run(agent_spec: str, *, env: str, split: str | None, n: int, samples: int, seed: int, out: Path | None,
+         num_envs: int, base_url: str | None, temperature: float, top_p: float, max_new_tokens: int,
+         device: str, env_kw: dict[str, Any], progress: bool) -> tuple[list, float]:
+    import time
+
+    from searchgym.agents.registry import make_agent
+    from searchgym.agents.rollout import rollout
+    from searchgym.errors import AgentUnavailableError, SearchGymError
+
+    try:
+        agent = make_agent(agent_spec, seed=seed, base_url=base_url, temperature=temperature, top_p=top_p,
+                           max_new_tokens=max_new_tokens, device=device)
+    except SearchGymError as exc:
+        _fail(str(exc))
+    written = [0]
+
+    def count(_t: Any) -> None:
+        written[0] += 1
+
+    where = f" in {out}" if out is not None else ""
+    t0 = time.perf_counter()
+    try:
+        trajs = rollout(agent, env, n, samples=samples, split=split, out=out, seed=seed, num_envs=num_envs,
+                        progress=progress, env_kwargs=env_kw or None, on_episode=count)
+    except KeyboardInterrupt:
+        from rich.console import Console
+
+        Console(stderr=True).print(f"[yellow]interrupted:[/] {written[0]} finished episodes{where}")
+        raise typer.Exit(130) from None
+    except AgentUnavailableError as exc:
+        _fail(f"{exc}\n{written[0]} finished episodes are saved{where}.")
+    except SearchGymError as exc:
+        _fail(f"{exc}\n{written[0]} finished episodes are saved{where}.")
+    finally:
+        close = getattr(agent, "close", None)
+        if callable(close):
+            close()
+    return trajs, time.perf_counter() - t0
+
+
+def rollout_cmd(
+    agent: AgentOpt,
+    n: Annotated[int, typer.Option("-n", "--num-questions", help="Questions to roll out.")] = 100,
+    out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
+        "--out", "-o", help="Trajectory JSONL (one flushed line per finished episode).")] = None,
+    env: EnvOpt = "searchgym/SearchQA-v0",
+    split: SplitOpt = None,
+    samples: Annotated[int, typer.Option("--samples", "-k", help="Episodes per question.")] = 1,
+    seed: SeedOpt = 0,
+    show: Annotated[bool, typer.Option("--show", help="Print episodes readably.")] = False,
+    show_max: Annotated[int, typer.Option("--show-max", help="With --show: at most this many episodes.")] = 20,
+    num_envs: NumEnvsOpt = 32,
+    base_url: BaseUrlOpt = None,
+    temperature: TempOpt = 1.0,
+    top_p: TopPOpt = 1.0,
+    max_new_tokens: MaxTokOpt = 64,
+    device: DeviceOpt = "cpu",
+    corpus: CorpusOpt = None,
+    dataset: DatasetOpt = None,
+    retriever: RetrieverOpt = None,
+    top_k: TopKOpt = None,
+    max_turns: TurnsOpt = None,
+    progress: ProgressOpt = True,
+    summary_json: SummaryOpt = None,
+) -> None:
+    """Roll an agent out: trajectories to JSONL and a summary table (EM, F1, recall, searches, invalid rate)."""
+    from rich.console import Console
+
+    from searchgym.agents.rollout import summarize
+
+    trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
+                       base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
+                       progress=progress)
+    console = Console()
+    if show:
+        for t in trajs[:show_max]:
+            show_episode(console, t)
+    summary = summarize(trajs)
+    rate = len(trajs) / secs * 60 if secs > 0 else float("inf")
+    console.print(summary_table(summary, f"{agent} on {env} ({split or 'default split'}): {len(trajs)} episodes, "
+                                         f"{rate:,.0f} episodes/min"))
+    if out is not None:
+        console.print(f"trajectories: {out}")
+    if summary_json is not None:
+        summary_json.write_text(json.dumps({"agent": agent, "env": env, "split": split, "episodes": len(trajs),
+                                            "seconds": secs, "episodes_per_min": rate, "summary": summary},
+                                           indent=2))
+
+
+def eval_cmd(
+    agent: AgentOpt,
+    n: Annotated[int, typer.Option("-n", "--num-questions", help="Questions to evaluate.")] = 100,
+    samples: Annotated[int, typer.Option("--samples", "-k", help="Samples per question (K); pass@k for k<=K.")] = 8,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the trajectories here.")] = None,  # noqa: UP045
+    env: EnvOpt = "searchgym/SearchQA-v0",
+    split: SplitOpt = None,
+    seed: SeedOpt = 0,
+    num_envs: NumEnvsOpt = 32,
+    base_url: BaseUrlOpt = None,
+    temperature: TempOpt = 1.0,
+    top_p: TopPOpt = 1.0,
+    max_new_tokens: MaxTokOpt = 64,
+    device: DeviceOpt = "cpu",
+    corpus: CorpusOpt = None,
+    dataset: DatasetOpt = None,
+    retriever: RetrieverOpt = None,
+    top_k: TopKOpt = None,
+    max_turns: TurnsOpt = None,
+    progress: ProgressOpt = True,
+    summary_json: SummaryOpt = None,
+) -> None:
+    """pass@k (unbiased estimator, k = 1, 2, 4, ... <= K) overall and per family, from K samples per question."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from searchgym.agents.rollout import pass_at_k_table, summarize
+
+    trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
+                       base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
+                       progress=progress)
+    ks, table = pass_at_k_table(trajs)
+    console = Console()
+    t = Table(title=f"pass@k of {agent} ({len({x.question_id for x in trajs})} questions x {samples} samples, "
+                    "unbiased estimator)", title_justify="left")
+    t.add_column("family")
+    t.add_column("questions", justify="right")
+    for k in ks:
+        t.add_column(f"pass@{k}", justify="right")
+    counts: dict[str, set] = {}
+    for x in trajs:
+        counts.setdefault("all", set()).add(x.question_id)
+        counts.setdefault(str(x.family) if x.family is not None else "-", set()).add(x.question_id)
+    for fam in ["all", *sorted(f for f in table if f != "all")]:
+        t.add_row(fam, str(len(counts.get(fam, ()))), *[f"{table[fam][k]:.3f}" for k in ks], end_section=fam == "all")
+    console.print(t)
+    summary = summarize(trajs)
+    console.print(summary_table(summary, f"per-sample summary ({len(trajs)} episodes, {secs:.1f} s)"))
+    if summary_json is not None:
+        summary_json.write_text(json.dumps({"agent": agent, "samples": samples, "ks": ks,
+                                            "pass_at_k": {f: {str(k): v for k, v in row.items()}
+                                                          for f, row in table.items()},
+                                            "summary": summary, "seconds": secs}, indent=2))
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    app.command("rollout")(rollout_cmd)
+    app.command("eval")(eval_cmd)
