@@ -1,8 +1,8 @@
 """Questions over the world: five families, four phrasings, six splits.
 
 Families: ``attribute`` (one hop), ``bridge`` (two hops through an entity named only in the
-passages), ``three_hop``, ``yesno`` (verify one fact; half are false), ``comparison`` (two entities,
-one numeric attribute). Phrasings ``s0``-``s3``: ``s0`` is the relation's natural question, the
+passages), ``three_hop``, ``yesno`` (verify one fact; half are false), ``intersection`` (the one
+entity that satisfies two constraints), ``comparison`` (two entities, one numeric attribute). Phrasings ``s0``-``s3``: ``s0`` is the relation's natural question, the
 others are generic frames; ``s3`` is held out of train/dev/test. Held out of train/dev/test as well:
 the ``comparison`` family and every question that involves a ``novel``.
 """
@@ -15,16 +15,20 @@ from ..qa import QAExample
 from .generate import Built, Entity, value_text
 from .schema import (
     ASK,
+    CLAUSE,
     COMPARE,
     ENTITY_TYPES,
     HELD_OUT_FAMILY,
     HELD_OUT_STYLES,
     HELD_OUT_TYPE,
     HOPS,
+    INTERSECT,
+    INTERSECT_Q,
     REL,
     RELS_OF,
     SPLITS,
     TRAIN_STYLES,
+    TYPE_NOUN,
     YESNO,
     Plan,
     Relation,
@@ -78,7 +82,7 @@ class QuestionMaker:
         self.ents = built.entities
         self.seen: set[str] = set()
         # entity lists per type, restricted to those with at least one relation of each kind
-        self.types_with_entity_rel = [t for t in ENTITY_TYPES if ENTITY_RELS[t]]
+        self._combo_cache: dict[tuple[str, str, str], dict] = {}
 
     def pick(self, etype: str) -> Entity:
         pool = self.b.by_type[etype]
@@ -213,6 +217,44 @@ class QuestionMaker:
                       "answer_type": "yes_no", "claim": o_text,
                       "true_value": value_text(self.ents, e, r.name)})
 
+    def _combos(self, etype: str, r1: str, r2: str) -> dict:
+        key = (etype, r1, r2)
+        got = self._combo_cache.get(key)
+        if got is None:
+            got = {}
+            for i in self.b.by_type[etype]:
+                a = self.ents[i].attrs
+                k = (a[r1], a[r2])
+                got[k] = got.get(k, 0) + 1
+            self._combo_cache[key] = got
+        return got
+
+    def intersection(self, style: str, allowed: tuple[str, ...]) -> Draft | None:
+        """Which <type> satisfies two constraints? No entity to decompose on: the answer is found by
+        searching with the constraint values (the full question works; "<entity> <relation>" does not)."""
+        rng = self.rng
+        types = [t for t in allowed if t in INTERSECT]
+        if not types:
+            return None
+        etype = rng.choice(types)
+        r1, r2, natural = rng.choice(INTERSECT[etype])
+        e = self.pick(etype)
+        if self._combos(etype, r1, r2)[(e.attrs[r1], e.attrs[r2])] != 1:
+            return None  # the answer must be unique
+        v1, v2 = value_text(self.ents, e, r1), value_text(self.ents, e, r2)
+        k1, k2 = f"{etype}.{r1}", f"{etype}.{r2}"
+        if style == "s0":
+            q = natural.format(v1=v1, v2=v2)
+        else:
+            c1 = CLAUSE[k1].format(v=v1, a_v=article(v1))
+            c2 = CLAUSE[k2].format(v=v2, a_v=article(v2))
+            q = INTERSECT_Q[style].format(T=TYPE_NOUN[etype], C1=c1, C2=c2)
+        named = [self.ents[int(e.attrs[r])] for r in (r1, r2) if REL[f"{etype}.{r}"].kind == "entity"]
+        types_ = [etype] + [x.etype for x in named]
+        return Draft(q, _dedupe([e.name, e.short]), [e.rows[r1], e.rows[r2]],
+                     {"relations": [k1, k2], "subject": [x.name for x in named], "bridge": [],
+                      "entity_types": types_, "answer_type": etype, "constraints": [v1, v2]})
+
     def make(self, family: str, style: str, allowed: tuple[str, ...]) -> Draft | None:
         if family == "attribute":
             d = self.attribute(style, allowed)
@@ -224,6 +266,8 @@ class QuestionMaker:
             d = self.comparison(style, allowed)
         elif family == "yesno":
             d = self.yesno(style, allowed)
+        elif family == "intersection":
+            d = self.intersection(style, allowed)
         else:  # pragma: no cover - guarded by FAMILIES
             raise ValueError(family)
         if d is None or d.question in self.seen:

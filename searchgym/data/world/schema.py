@@ -224,9 +224,9 @@ RELS_OF: dict[str, tuple[Relation, ...]] = {
     t: tuple(r for r in RELATIONS if r.etype == t) for t in ENTITY_TYPES}
 
 # -- question families and phrasings --------------------------------------------------------
-FAMILIES = ("attribute", "bridge", "yesno", "three_hop", "comparison")
-HOPS = {"attribute": 1, "yesno": 1, "bridge": 2, "comparison": 2, "three_hop": 3}
-TRAIN_FAMILIES = ("attribute", "bridge", "yesno", "three_hop")
+FAMILIES = ("attribute", "bridge", "yesno", "intersection", "three_hop", "comparison")
+HOPS = {"attribute": 1, "yesno": 1, "intersection": 1, "bridge": 2, "comparison": 2, "three_hop": 3}
+TRAIN_FAMILIES = ("attribute", "bridge", "yesno", "intersection", "three_hop")
 HELD_OUT_FAMILY = "comparison"
 STYLES = ("s0", "s1", "s2", "s3")
 TRAIN_STYLES = ("s0", "s1", "s2")
@@ -238,6 +238,23 @@ SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type"
 ASK = {"s1": "What is the {noun} of {S}?", "s2": "Name the {noun} of {S}.",
        "s3": "I would like to know the {noun} of {S}."}
 YESNO = {"s1": "Is it true that {C}?", "s2": "Answer yes or no: {C}.", "s3": "I would like to know whether {C}."}
+# Intersection: which <type> satisfies two constraints? (relation, clause) pairs and a natural question.
+TYPE_NOUN = {"person": "person", "city": "city", "country": "country", "organisation": "company",
+             "film": "film", "novel": "novel"}
+CLAUSE = {"person.born_in": "was born in {v}", "person.occupation": "worked as {a_v}",
+          "organisation.headquarters": "is headquartered in {v}",
+          "organisation.industry": "operates in the {v} industry", "film.director": "was directed by {v}",
+          "film.genre": "is {a_v} film", "novel.author": "was written by {v}", "novel.genre": "is {a_v} novel",
+          "city.country": "is located in {v}", "city.founded_year": "was founded in {v}"}
+INTERSECT = {
+    "person": (("born_in", "occupation", "Which {v2} was born in {v1}?"),),
+    "organisation": (("headquarters", "industry", "Which {v2} company is headquartered in {v1}?"),),
+    "film": (("director", "genre", "Which {v2} film did {v1} direct?"),),
+    "novel": (("author", "genre", "Which {v2} novel did {v1} write?"),),
+    "city": (("country", "founded_year", "Which city in {v1} was founded in {v2}?"),),
+}
+INTERSECT_Q = {"s1": "Which {T} {C1} and {C2}?", "s2": "Name the {T} that {C1} and {C2}.",
+               "s3": "I would like to know which {T} {C1} and {C2}."}
 COMPARE = {"s1": "Of {A} and {B}, which {P}?", "s2": "Name the one that {P}: {A} or {B}.",
            "s3": "Between {A} and {B}, I would like to know which {P}."}
 
@@ -247,7 +264,7 @@ class Plan:
     """Shares of question families in the in-distribution splits."""
 
     family_mix: dict[str, float] = field(default_factory=lambda: {
-        "attribute": 0.3, "bridge": 0.3, "yesno": 0.15, "three_hop": 0.25})
+        "attribute": 0.25, "bridge": 0.25, "yesno": 0.12, "intersection": 0.13, "three_hop": 0.25})
     split_shares: dict[str, float] = field(default_factory=lambda: {
         "train": 0.6, "dev": 0.1, "test": 0.1, "shift_phrasing": 0.2 / 3, "shift_family": 0.2 / 3,
         "shift_type": 0.2 / 3})

@@ -122,11 +122,13 @@ class World:
             t = self._type_of.get(name.rsplit(" (", 1)[0])
         return t
 
+    @functools.cached_property
+    def _by_name(self) -> dict[str, Entity]:
+        return {e.name: e for e in self.entities}
+
     def entity(self, name: str) -> Entity:
-        for e in self.entities:
-            if e.name == name:
-                return e
-        raise KeyError(name)
+        """The entity called ``name`` (KeyError if none)."""
+        return self._by_name[name]
 
     @functools.cached_property
     def passage_by_id(self) -> dict[str, Passage]:
