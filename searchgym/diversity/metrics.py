@@ -88,72 +88,79 @@ def cover_at(results: Sequence[tuple[int, int]], tau: float) -> float:
 # template distributions (literature §6, §6.1)
 
 
-def _counts(x: Any) -> np.ndarray:
+def _counts(x: Any) -> list[float]:
+    """Positive counts, most frequent first (pure Python: these sets are small and numpy's per-call
+    overhead would dominate the tracker's update)."""
     if isinstance(x, Mapping):
-        arr = np.fromiter((float(v) for v in x.values()), dtype=float, count=len(x))
+        vals = x.values()
     elif isinstance(x, np.ndarray) and x.dtype.kind in "iuf":
-        arr = x.astype(float).ravel()
+        vals = x.ravel().tolist()
     else:
-        arr = np.fromiter(Counter(x).values(), dtype=float)
-    return arr[arr > 0]
+        vals = Counter(x).values()
+    return sorted((float(v) for v in vals if v > 0), reverse=True)
 
 
 def counts_of(items: Iterable[Hashable]) -> Counter:
     return Counter(items)
 
 
-def entropy(x: Any) -> float:
-    """Plug-in Shannon entropy in nats of a count mapping or a label sequence (0 for one template)."""
-    c = _counts(x)
-    n = c.sum()
+def _entropy_of(c: list[float]) -> float:
+    n = sum(c)
     if n <= 0:
         return float("nan")
-    p = c / n
-    h = float(-(p * np.log(p)).sum())
-    return h if h > 0 else 0.0
+    log_n = math.log(n)
+    h = log_n - sum(v * math.log(v) for v in c) / n  # = -Σ (v/n) log(v/n)
+    return h if h > 1e-12 else 0.0
+
+
+def entropy(x: Any) -> float:
+    """Plug-in Shannon entropy in nats of a count mapping or a label sequence (0 for one template)."""
+    return _entropy_of(_counts(x))
 
 
 def miller_madow_entropy(x: Any) -> float:
     """Miller–Madow bias-corrected entropy H + (K - 1)/(2N), K = observed templates, N = samples."""
     c = _counts(x)
-    n = c.sum()
+    n = sum(c)
     if n <= 0:
         return float("nan")
-    return float(entropy(c) + (len(c) - 1) / (2.0 * n))
+    return _entropy_of(c) + (len(c) - 1) / (2.0 * n)
 
 
 def effective_number(x: Any) -> float:
     """exp(H): the Hill number of order 1 (1 for a single template, M for M equiprobable ones)."""
     h = entropy(x)
-    return float(math.exp(h)) if not math.isnan(h) else float("nan")
+    return math.exp(h) if not math.isnan(h) else float("nan")
 
 
 def inverse_simpson(x: Any) -> float:
     """1/Σp²: the Hill number of order 2."""
     c = _counts(x)
-    n = c.sum()
+    n = sum(c)
     if n <= 0:
         return float("nan")
-    p = c / n
-    return float(1.0 / (p * p).sum())
+    return n * n / sum(v * v for v in c)
 
 
 def top_k_mass(x: Any, k: int = 1) -> float:
     """Share of the samples that fall in the k most frequent templates."""
     c = _counts(x)
-    n = c.sum()
+    n = sum(c)
     if n <= 0:
         return float("nan")
-    return float(np.sort(c)[::-1][:k].sum() / n)
+    return sum(c[:k]) / n
 
 
 def mass_coverage(x: Any, mass: float = 0.5) -> int:
     """Number of (most frequent) templates needed to cover ``mass`` of the samples."""
     c = _counts(x)
-    if c.size == 0:
-        return 0
-    cum = np.cumsum(np.sort(c)[::-1]) / c.sum()
-    return int(np.searchsorted(cum, mass - 1e-12) + 1)
+    n = sum(c)
+    acc = 0.0
+    for i, v in enumerate(c, 1):
+        acc += v
+        if acc >= mass * n - 1e-9:
+            return i
+    return len(c)
 
 
 def rank_frequency_beta(x: Any, top_r: int = 10) -> float:
@@ -161,13 +168,17 @@ def rank_frequency_beta(x: Any, top_r: int = 10) -> float:
 
     Larger β = mass concentrated on the first templates. NaN with fewer than two templates.
     """
-    c = np.sort(_counts(x))[::-1][:top_r]
-    if c.size < 2:
+    c = _counts(x)[:top_r]
+    m = len(c)
+    if m < 2:
         return float("nan")
-    f = c / c.sum()
-    ranks = np.arange(1, c.size + 1, dtype=float)
-    slope, _ = np.polyfit(ranks, np.log(f), 1)
-    return float(-slope)
+    total = sum(c)
+    ys = [math.log(v / total) for v in c]
+    xbar = (m + 1) / 2.0
+    ybar = sum(ys) / m
+    sxy = sum((r - xbar) * (y - ybar) for r, y in enumerate(ys, 1))
+    sxx = sum((r - xbar) ** 2 for r in range(1, m + 1))
+    return -sxy / sxx
 
 
 def js_divergence(p_counts: Any, q_counts: Any) -> float:
@@ -206,22 +217,28 @@ def novelty(p_counts: Any, q_counts: Any) -> float:
 def template_stats(x: Any, *, top_r: int = 10) -> dict[str, float]:
     """All template-distribution metrics of one set of templates, as a flat dict."""
     c = _counts(x)
-    n = float(c.sum())
-    k = int(c.size)
-    h = entropy(c) if n else float("nan")
+    n = float(sum(c))
+    k = len(c)
+    nan = float("nan")
+    if not n:
+        return {"n": 0.0, "n_templates": 0, "entropy": nan, "miller_madow_entropy": nan,
+                "normalized_entropy": nan, "effective_number": nan, "inverse_simpson": nan, "top1_mass": nan,
+                "top5_mass": nan, "templates_50pct": 0, "templates_80pct": 0, "rank_beta": nan}
+    h = _entropy_of(c)
+    counts = dict(enumerate(c))  # a mapping is read as counts by the helpers below
     return {
         "n": n,
         "n_templates": k,
         "entropy": h,
-        "miller_madow_entropy": miller_madow_entropy(c) if n else float("nan"),
+        "miller_madow_entropy": h + (k - 1) / (2.0 * n),
         "normalized_entropy": (h / math.log(k)) if k > 1 else 0.0,
-        "effective_number": effective_number(c) if n else float("nan"),
-        "inverse_simpson": inverse_simpson(c) if n else float("nan"),
-        "top1_mass": top_k_mass(c, 1) if n else float("nan"),
-        "top5_mass": top_k_mass(c, 5) if n else float("nan"),
-        "templates_50pct": mass_coverage(c, 0.5),
-        "templates_80pct": mass_coverage(c, 0.8),
-        "rank_beta": rank_frequency_beta(c, top_r),
+        "effective_number": math.exp(h),
+        "inverse_simpson": n * n / sum(v * v for v in c),
+        "top1_mass": c[0] / n,
+        "top5_mass": sum(c[:5]) / n,
+        "templates_50pct": mass_coverage(counts, 0.5),
+        "templates_80pct": mass_coverage(counts, 0.8),
+        "rank_beta": rank_frequency_beta(counts, top_r),
     }
 
 
@@ -407,12 +424,12 @@ def new_document_yield(doc_ids_per_step: Sequence[Sequence[str]]) -> float:
     seen: set[str] = set()
     ys = []
     for docs in doc_ids_per_step:
-        docs = list(docs)
-        if not docs:
+        uniq = set(docs)
+        if not uniq:
             continue
-        ys.append(sum(1 for d in set(docs) if d not in seen) / len(set(docs)))
-        seen.update(docs)
-    return float(np.mean(ys)) if ys else float("nan")
+        ys.append(len(uniq - seen) / len(uniq))
+        seen |= uniq
+    return sum(ys) / len(ys) if ys else float("nan")
 
 
 # ----------------------------------------------------------------------------------------------

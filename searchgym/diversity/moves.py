@@ -63,16 +63,21 @@ except ImportError:  # pragma: no cover - PyStemmer is installed with searchgym
 
 def terms(text: str) -> set[str]:
     """Stemmed content terms of a text (the W of the rules)."""
-    return {stem(t) for t in content_terms(text)}
+    return set(_terms(text))
+
+
+@lru_cache(maxsize=1 << 17)
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(stem(t) for t in content_terms(text))
 
 
 def evidence_term_set(evidence: str | Iterable[str]) -> set[str]:
     """Stemmed content terms of retrieved evidence (a text or several texts/titles)."""
     if isinstance(evidence, str):
-        return terms(evidence)
+        return set(_terms(evidence))
     out: set[str] = set()
     for e in evidence:
-        out |= terms(e)
+        out |= _terms(e)
     return out
 
 
@@ -110,7 +115,7 @@ def classify_move(prev_query: str, query: str, *, evidence_terms: Iterable[str] 
         return "reorder"
     if n1.replace(" ", "") == n2.replace(" ", ""):
         return "spelling_fix"
-    w1, w2 = terms(n1), terms(n2)
+    w1, w2 = _terms(n1), _terms(n2)
     if w1 == w2:
         return "spelling_fix"  # stemming / function-word change only
     d1, d2 = set(t1) - set(t2), set(t2) - set(t1)
@@ -123,7 +128,7 @@ def classify_move(prev_query: str, query: str, *, evidence_terms: Iterable[str] 
     if added and evidence_terms:
         ev = {stem(normalize(e)) if " " not in e else e for e in evidence_terms}
         ev = {e for e in ev if e}
-        qterms = terms(question) if question else set()
+        qterms = _terms(question) if question else frozenset()
         if (added - qterms) & ev:
             return "new_hop"
     if w1 < w2:
@@ -161,7 +166,7 @@ def ctar(queries: Sequence[str], evidence_per_step: Sequence[str | Iterable[str]
     prior_q: set[str] = set()
     prior_ev: set[str] = set()
     for t, q in enumerate(queries):
-        w = terms(q)
+        w = _terms(q)
         new = w - prior_q
         if t == 0 or not new:
             out.append(math.nan)

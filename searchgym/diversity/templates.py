@@ -128,6 +128,7 @@ _MARK = "xslotx"
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
 
 
+@lru_cache(maxsize=1 << 17)
 def normalize(text: str) -> str:
     """Lowercase, drop apostrophes, punctuation -> space, collapse whitespace (the ``string`` level)."""
     text = unicodedata.normalize("NFKC", text or "").lower()
@@ -143,9 +144,14 @@ def tokens(text: str) -> list[str]:
 
 def content_terms(text: str) -> list[str]:
     """Normalised tokens minus stop/function words (falls back to all tokens if none are left)."""
+    return list(_content_terms(text))
+
+
+@lru_cache(maxsize=1 << 17)
+def _content_terms(text: str) -> tuple[str, ...]:
     toks = tokens(text)
     kept = [t for t in toks if t not in _STOP]
-    return kept or toks
+    return tuple(kept or toks)
 
 
 @lru_cache(maxsize=65536)
@@ -190,16 +196,9 @@ class _SpanIndex:
         self.prefixes: set[str] = set()
 
     def add(self, name: str, slot: str = "E") -> None:
-        base = _DISAMBIG.sub("", name)
-        if base != name and base.strip():  # "Ravenhill (novel)" also names "Ravenhill"
-            self.add(base, slot)
-        toks = normalize(name).split()
-        if not toks or all(t in _STOP or t in _LEX for t in toks):
-            return  # a name made only of function words would mask ordinary text
-        key = " ".join(toks)
-        self.full.setdefault(key, slot)
-        for i in range(1, len(toks)):
-            self.prefixes.add(" ".join(toks[:i]))
+        for key, prefixes in _name_entries(name):
+            self.full.setdefault(key, slot)
+            self.prefixes.update(prefixes)
 
     def __len__(self) -> int:
         return len(self.full)
@@ -216,6 +215,20 @@ class _SpanIndex:
             if key not in self.prefixes:
                 break
         return best
+
+
+@lru_cache(maxsize=1 << 17)
+def _name_entries(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(normalised key, its proper prefixes) for a name and its form without a '(disambiguation)'."""
+    out = []
+    base = _DISAMBIG.sub("", name)
+    forms = [name, base] if base != name and base.strip() else [name]  # "Ravenhill (novel)" -> "Ravenhill"
+    for form in forms:
+        toks = normalize(form).split()
+        if not toks or all(t in _STOP or t in _LEX for t in toks):
+            continue  # a name made only of function words would mask ordinary text
+        out.append((" ".join(toks), tuple(" ".join(toks[:i]) for i in range(1, len(toks)))))
+    return tuple(out)
 
 
 _TYPE_ALIASES = {
@@ -244,36 +257,58 @@ class Templater:
                  cache_size: int = 4096):
         self.entity_types = dict(entity_types or {})
         self._index = _SpanIndex()
+        self._cache_size = cache_size
         for name, kind in self.entity_types.items():
             self._index.add(name, slot_type(kind))
         for t in titles:
             self._index.add(t, slot_type(self.entity_types.get(t)))
-        self._ctx_cache: dict[tuple[str | None, tuple[str, ...]], _SpanIndex] = {}
-        self._cache_size = cache_size
+        self._q_cache: dict[str, _SpanIndex] = {}
+        self._t_cache: dict[tuple[str, ...], _SpanIndex] = {}
+        self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[tuple[str, str]]] = {}
 
-    # -- context (question spans + retrieved titles) ----------------------------------------------
-    def _context(self, question: str | None, retrieved_titles: Iterable[str]) -> _SpanIndex | None:
-        rt = tuple(retrieved_titles or ())
-        if not question and not rt:
+    # -- context (question spans + retrieved titles), cached ---------------------------------------
+    def _question_index(self, question: str | None) -> _SpanIndex | None:
+        if not question:
             return None
-        key = (question, rt)
-        idx = self._ctx_cache.get(key)
+        idx = self._q_cache.get(question)
         if idx is None:
             idx = _SpanIndex()
-            for t in rt:
+            for span in question_spans(question):
+                idx.add(span, slot_type(self.entity_types.get(span)))
+            if len(self._q_cache) >= self._cache_size:
+                self._q_cache.clear()
+            self._q_cache[question] = idx
+        return idx
+
+    def _titles_index(self, titles: tuple[str, ...]) -> _SpanIndex | None:
+        if not titles:
+            return None
+        idx = self._t_cache.get(titles)
+        if idx is None:
+            idx = _SpanIndex()
+            for t in titles:
                 idx.add(t, slot_type(self.entity_types.get(t)))
-            if question:
-                for span in question_spans(question):
-                    idx.add(span, slot_type(self.entity_types.get(span)))
-            if len(self._ctx_cache) >= self._cache_size:
-                self._ctx_cache.clear()
-            self._ctx_cache[key] = idx
+            if len(self._t_cache) >= self._cache_size:
+                self._t_cache.clear()
+            self._t_cache[titles] = idx
         return idx
 
     # -- levels -----------------------------------------------------------------------------------
     def slot_tokens(self, query: str, *, question: str | None = None,
                     retrieved_titles: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(token, pos) pairs of the slot template; slot tokens are '<TYPE>' with pos PROPN/NUM."""
+        rt = tuple(retrieved_titles or ())
+        key = (query, question, rt)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        out = self._slot_tokens(query, (self._index, self._question_index(question), self._titles_index(rt)))
+        if len(self._memo) >= 16 * self._cache_size:
+            self._memo.clear()
+        self._memo[key] = out
+        return out
+
+    def _slot_tokens(self, query: str, indices: tuple[_SpanIndex | None, ...]) -> list[tuple[str, str]]:
         raw = unicodedata.normalize("NFKC", query or "")
         spans: list[tuple[int, int, str]] = []
         for m in _QUOTED.finditer(raw):
@@ -292,12 +327,12 @@ class Templater:
         text = _APOS.sub("", text.lower())
         text = _PUNCT.sub(" ", text)
         toks = text.split()
-        ctx = self._context(question, retrieved_titles)
         cap_idx = None
         if caps:
             cap_idx = _SpanIndex()
             for c in caps:
                 cap_idx.add(c, "E")
+        active = [idx for idx in (*indices, cap_idx) if idx is not None and idx.full]
         out: list[tuple[str, str]] = []
         i, n = 0, len(toks)
         while i < n:
@@ -308,9 +343,9 @@ class Templater:
                 i += 1
                 continue
             best = None
-            for idx in (self._index, ctx, cap_idx):
-                if idx is None or not len(idx):
-                    continue
+            for idx in active:
+                if t not in idx.full and t not in idx.prefixes:
+                    continue  # no name starts with this token (the common case)
                 m = idx.match(toks, i)
                 if m is not None and (best is None or m[0] > best[0]):
                     best = m

@@ -1,0 +1,97 @@
+"""Benchmark: the DiversityTracker's per-update overhead against the rollouts it watches.
+
+For each batch size B, it rolls out B episodes per policy step on the embedded world
+(``searchgym/SearchQA-v0`` vector env, BM25, the ``diverse`` heuristic agent), times the rollout, then
+times ``DiversityTracker.update`` on the finished trajectories (template levels only: string, slot,
+content, pos, plus moves, CTAR and process metrics). The issue's budget is overhead <= 5% of rollout
+time. It also reports the tracker's absolute cost per 1,000 queries, which is what matters when the
+rollout is an LLM generation (seconds per step) rather than a heuristic agent (milliseconds).
+
+    python scripts/bench_diversity.py            # B = 64, 256; 8 policy steps each
+    python scripts/bench_diversity.py --quick    # B = 64; 3 steps
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def rollout_step(vec, agent, obs, infos, n_episodes: int):
+    """Step the vector env until ``n_episodes`` episodes have finished; return them and the new state."""
+    finished = []
+    while len(finished) < n_episodes:
+        actions = agent.act(obs, infos)
+        obs, _, _, _, infos = vec.step_lists(actions)
+        finished.extend(vec.pop_finished_trajectories())
+    return finished[:n_episodes], obs, infos
+
+
+def bench(batch: int, steps: int, seed: int) -> dict[str, float]:
+    import gymnasium as gym
+
+    import searchgym  # noqa: F401  (registers the environments)
+    from searchgym.agents.heuristics import DiverseAgent
+    from searchgym.diversity import DiversityTracker
+
+    vec = gym.make_vec("searchgym/SearchQA-v0", num_envs=batch, vectorization_mode="vector_entry_point")
+    agent = DiverseAgent(seed=seed)
+    tracker = DiversityTracker(levels=("string", "slot", "content", "pos"), tensorboard=False)
+    obs, infos = vec.reset_lists(seed=seed)
+    # warm-up: caches, first BM25 calls, first tracker update
+    trajs, obs, infos = rollout_step(vec, agent, obs, infos, batch)
+    tracker.update(-1, trajs)
+    roll, track, roll_cpu, track_cpu, nq = [], [], [], [], []
+    for s in range(steps):
+        vec.set_agent("diverse", s)
+        t0, c0 = time.perf_counter(), time.process_time()
+        trajs, obs, infos = rollout_step(vec, agent, obs, infos, batch)
+        t1, c1 = time.perf_counter(), time.process_time()
+        tracker.update(s, trajs)
+        t2, c2 = time.perf_counter(), time.process_time()
+        roll.append(t1 - t0)
+        track.append(t2 - t1)
+        roll_cpu.append(c1 - c0)
+        track_cpu.append(c2 - c1)
+        nq.append(sum(len(t.queries) for t in trajs))
+    vec.close()
+    r, k, q = float(np.median(roll)), float(np.median(track)), float(np.median(nq))
+    rc, kc = float(np.sum(roll_cpu)), float(np.sum(track_cpu))
+    return {"batch": batch, "steps": steps, "queries": q, "rollout_ms": 1e3 * r, "tracker_ms": 1e3 * k,
+            "overhead_pct": 100.0 * k / r, "overhead_cpu_pct": 100.0 * kc / rc,
+            "ms_per_1k_queries": 1e3 * k / q * 1000 if q else float("nan")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256], help="episodes per policy step")
+    ap.add_argument("--steps", type=int, default=8, help="policy steps per batch size (median is reported)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--quick", action="store_true", help="B = 64 and 3 steps")
+    ap.add_argument("--llm-step-s", type=float, default=30.0,
+                    help="a stated LLM rollout time per policy step (seconds) to compare the tracker against")
+    args = ap.parse_args()
+    sizes, steps = ([64], 3) if args.quick else (args.batch_sizes, args.steps)
+    rows = [bench(b, steps, args.seed) for b in sizes]
+    print("| episodes/step | queries/step | heuristic rollout ms/step | tracker ms/update | overhead vs "
+          "heuristic rollout (wall) | (CPU time) | tracker ms per 1k queries | overhead vs "
+          f"{args.llm_step_s:g} s LLM step | 5% budget |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        llm = 100.0 * r["tracker_ms"] / (1e3 * args.llm_step_s)
+        ok = "met" if r["overhead_pct"] <= 5.0 else "met vs an LLM rollout only" if llm <= 5 else "missed"
+        print(f"| {r['batch']} | {r['queries']:.0f} | {r['rollout_ms']:.1f} | {r['tracker_ms']:.1f} | "
+              f"{r['overhead_pct']:.1f}% | {r['overhead_cpu_pct']:.1f}% | {r['ms_per_1k_queries']:.1f} | "
+              f"{llm:.3f}% | {ok} |")
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nmedian of {steps} policy steps after one warm-up step (CPU-time ratio: sums over the steps); "
+          "template levels string, slot, content, pos + moves, CTAR, process metrics; heuristic rollout = "
+          "DiverseAgent on searchgym/SearchQA-v0 (BM25, embedded world, vector env); "
+          f"{os.cpu_count()} CPUs, load average {load:.1f} during the run.")
+
+
+if __name__ == "__main__":
+    main()
