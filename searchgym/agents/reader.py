@@ -212,14 +212,16 @@ class Reader:
         qtype = answer_type(question)
         if qtype == "yes_no":
             return self._yes_no(question, docs)
-        qwords = {w.lower() for w in keywords(question)}
+        kws = keywords(question)
+        qwords = {w.lower() for w in kws}
+        relwords = {w.lower() for w in kws if not w[:1].isupper()}  # "designed", "population": count double
         qlow = question.lower()
         scores: dict[str, float] = {}
         for rank, d in enumerate(docs):
             title_bonus = 1.0 if base_title(d.title).lower() in qlow else 0.0
             for sent in _SENT_RE.split(d.text):
                 swords = {w.lower().strip(",.") for w in sent.split()}
-                overlap = len(qwords & swords) + title_bonus
+                overlap = len(qwords & swords) + len(relwords & swords) + title_bonus
                 if overlap <= 0:
                     continue
                 if qtype == "year":

@@ -209,8 +209,10 @@ def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, polic
         per_env: list[dict[str, Any] | None] = [None] * B
         seeds: list[int | None] = [None] * B
         for i in free:
+            mask[i] = True  # idle slots are reset too (any question), so they can be stepped with ""
             if not jobs:
                 slot_job[i] = None
+                slot_episode[i] = None
                 continue
             qi, s = jobs.pop()
             slot_job[i] = (qi, s)
@@ -220,10 +222,12 @@ def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, polic
             counter += 1
         if not mask.any():
             return
-        agent.reset([i for i in free if mask[i]])
+        agent.reset(list(free))
         o, inf = vec.reset_lists(seed=seeds, options={"reset_mask": mask, "per_env": per_env})
         for i in np.flatnonzero(mask):
             obs[i], infos[i] = o[i], dict(inf[i] or {})
+            if slot_job[i] is None:
+                continue
             ep = str(infos[i].get("episode_id"))
             slot_episode[i] = ep
             qi, s = slot_job[i]  # type: ignore[misc]
@@ -247,7 +251,7 @@ def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, polic
         finished: list[int] = []
         for i in range(B):
             obs[i], infos[i] = o[i], dict(inf2[i] or {})
-            if slot_job[i] is not None and (te[i] or tr[i]):
+            if te[i] or tr[i]:
                 finished.append(i)
         done = []
         for t in vec.pop_finished_trajectories():
