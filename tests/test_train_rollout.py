@@ -1,0 +1,283 @@
+"""Rollout masks, SFT, the RL loop, exact resume, config errors and atomic checkpoints on a tiny real setup:
+a real procedural world, a real bm25s index, real SearchEnvs and a real (tiny, randomly initialised) Llama."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from searchgym.errors import CheckpointError, ConfigError
+from searchgym.train.tiny_lm import GRAMMAR_TOKENS, TinyLMConfig
+
+SMALL = TinyLMConfig(vocab_size=600, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
+                     max_positions=512)
+PROMPT = "Question: {question}\n"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    # Tiny models gain nothing from intra-op threads, and on a loaded 2-core machine they lose a lot.
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from searchgym.data import World
+    from searchgym.retrieval import CachedRetriever, build_retriever
+    from searchgym.train.tiny_lm import create_tiny_lm, world_texts
+
+    world = World.generate(seed=3, n_entities=60)
+    retr = CachedRetriever(build_retriever(world.passages, kind="bm25"))
+    d = tmp_path_factory.mktemp("lm")
+    create_tiny_lm(world_texts(world, prompts=[PROMPT]), d / "init", SMALL, seed=0)
+    return world, retr, d / "init"
+
+
+def make_envs(setup, n, split="train"):
+    from searchgym.envs.env import SearchEnv
+
+    world, retr, _ = setup
+    return [SearchEnv(dataset=world.split(split), retriever=retr, split=split, max_turns=2,
+                      prompt_template=PROMPT, passage_chars=120) for _ in range(n)]
+
+
+def load(setup):
+    from searchgym.train.tiny_lm import load_lm
+
+    return load_lm(setup[2])
+
+
+class ScriptedAgent:
+    """A real agent of the Agent protocol: searches the question, then answers the first passage's title."""
+
+    name = "scripted"
+
+    def act(self, observations, infos=None, indices=None):
+        from searchgym.agents.base import parse_information, parse_question
+
+        out = []
+        for obs, info in zip(observations, infos or [{}] * len(observations)):
+            docs = parse_information(obs)
+            if docs:
+                out.append(f"<answer> {docs[0].title} </answer>")
+            else:
+                out.append(f"<search> {parse_question(obs, info)} </search>")
+        return out
+
+    def reset(self, indices=None):
+        pass
+
+
+def test_tiny_lm_is_a_normal_hf_dir_with_single_grammar_tokens(setup):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(setup[2])
+    model = AutoModelForCausalLM.from_pretrained(setup[2])
+    for t in GRAMMAR_TOKENS:
+        assert len(tok.encode(t, add_special_tokens=False)) == 1, t
+    text = "<search> who founded it </search>"
+    assert tok.decode(tok.encode(text, add_special_tokens=False), skip_special_tokens=True) == text
+    assert sum(p.numel() for p in model.parameters()) < 1_000_000
+
+
+def test_demo_masks_are_exactly_the_agent_tokens(setup):
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+
+    _, tok = load(setup)
+    envs = make_envs(setup, 4)
+    eps = run_episodes(AgentPolicy(ScriptedAgent(), tok), envs, [None] * 4,
+                       options=[{"index": i} for i in range(4)])
+    info_id = tok.convert_tokens_to_ids("<information>")
+    for e in eps:
+        assert len(e.ids) == len(e.mask) == len(e.logprobs) == len(e.entropies)
+        assert all(m == 0 for m in e.mask[:e.prompt_len])
+        # split into maximal runs of mask==1 / mask==0 after the prompt
+        runs, cur, cur_m = [], [], None
+        for t, m in zip(e.ids[e.prompt_len:], e.mask[e.prompt_len:]):
+            if m != cur_m and cur:
+                runs.append((cur_m, cur))
+                cur = []
+            cur_m = m
+            cur.append(t)
+        runs.append((cur_m, cur))
+        agent_runs = [tok.decode(r, skip_special_tokens=True) for m, r in runs if m == 1]
+        obs_runs = [tok.decode(r, skip_special_tokens=True) for m, r in runs if m == 0]
+        assert agent_runs == [s.action for s in e.trajectory.steps]
+        assert all(o.lstrip().startswith("<information>") for o in obs_runs)
+        # every <information> token is masked out
+        assert all(m == 0 for t, m in zip(e.ids, e.mask) if t == info_id)
+        assert e.trajectory.num_searches == 1 and e.trajectory.prediction is not None
+
+
+def test_lm_rollout_logprobs_align_with_training_forward(setup):
+    from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
+
+    model, tok = load(setup)
+    envs = make_envs(setup, 6)
+    pol = LMPolicy(model, tok, max_new_tokens=10, generator=torch.Generator().manual_seed(0))
+    eps = run_episodes(pol, envs, [None] * 6, options=[{"index": i // 3} for i in range(6)], max_new_tokens=10)
+    b = collate(eps, tok.pad_token_id)
+    with torch.no_grad():
+        lp, ent, _ = policy_forward(model, b)
+    m = b["mask"] > 0
+    assert int(m.sum()) == sum(e.num_agent_tokens for e in eps) > 0
+    # the behaviour log-probs recorded while sampling are the training forward's, token for token
+    assert torch.allclose(lp[m], b["old_logp"][m], atol=2e-4)
+    assert torch.allclose(ent[m], b["entropy"][m], atol=2e-4)
+    for e in eps:  # agent turns decode to the actions the env received
+        assert [s.action for s in e.trajectory.steps] == [s.action for s in e.trajectory.steps]
+        assert sum(e.mask) == sum(1 for x in e.logprobs if x != 0.0) or sum(e.mask) > 0
+
+
+def test_sft_loss_decreases_and_checkpoints(setup, tmp_path):
+    from searchgym.train.checkpoint import load_checkpoint
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+    from searchgym.train.sft import SFTArgs, train_sft
+
+    model, tok = load(setup)
+    envs = make_envs(setup, 16)
+    demos = run_episodes(AgentPolicy(ScriptedAgent(), tok), envs, [None] * 16,
+                         options=[{"index": i} for i in range(16)])
+    hist = train_sft(model, tok, demos, SFTArgs(learning_rate=3e-3, max_steps=25, batch_size=16, warmup_steps=2),
+                     out_dir=tmp_path)
+    first, last = hist[0]["losses/sft"], hist[-1]["losses/sft"]
+    assert last < 0.7 * first, (first, last)
+    c = load_checkpoint(tmp_path / "checkpoint")
+    assert c["state"]["step"] == 25
+    assert (tmp_path / "metrics.jsonl").read_text().count("\n") == 25
+
+
+def _rl_args(**kw):
+    from searchgym.train.grpo import RLArgs
+
+    base = dict(total_steps=4, prompts_per_step=2, group_size=3, max_new_tokens=8, micro_batch_size=3,
+                learning_rate=1e-3, checkpoint_every=2, max_context=512)
+    base.update(kw)
+    return RLArgs(**base)
+
+
+def _questions(n_prompts):
+    return lambda step: [(None, {"index": (step * n_prompts + i) % 20}) for i in range(n_prompts)]
+
+
+def _strip(rows):
+    return [{k: v for k, v in r.items() if "time" not in k and "per_s" not in k} for r in rows]
+
+
+@pytest.mark.parametrize("extra", [
+    dict(algo="grpo", policy_loss="kl_cov", kl_cov_ratio=0.05, kl_coef=0.05, kl_estimator="k3"),
+    dict(algo="rloo", policy_loss="clip_cov", clip_cov_ratio=0.05, clip_cov_lb=0.0, clip_cov_ub=10.0,
+         ent_coef=0.01),
+    dict(algo="ppo", group_size=1, prompts_per_step=4, micro_batch_size=2, num_minibatches=2, update_epochs=2,
+         clip_high=0.28),
+])
+def test_rl_smoke_and_exact_resume(setup, tmp_path, extra):
+    from searchgym.train.grpo import train_rl
+
+    args = _rl_args(**extra)
+    n = args.prompts_per_step * args.group_size
+    q = _questions(args.prompts_per_step)
+    model, tok = load(setup)
+    full = train_rl(model, tok, make_envs(setup, n), args, out_dir=tmp_path / "full", questions=q)
+    assert len(full) == 4
+    for r in full:
+        assert all(math.isfinite(v) for v in r.values())
+        assert "losses/policy" in r and "charts/reward" in r and "charts/token_entropy" in r
+    params_full = {k: v.clone() for k, v in model.state_dict().items()}
+
+    model2, tok2 = load(setup)
+    part = train_rl(model2, tok2, make_envs(setup, n), args, out_dir=tmp_path / "part", questions=q, stop_after=2)
+    assert len(part) == 2
+    model3, tok3 = load(setup)  # a fresh process: start from the initial weights, resume from the checkpoint
+    resumed = train_rl(model3, tok3, make_envs(setup, n), args, out_dir=tmp_path / "part", questions=q,
+                       resume=True)
+    assert _strip(resumed) == _strip(full)
+    for k, v in model3.state_dict().items():
+        assert torch.equal(v, params_full[k]), k
+    lines = [json.loads(x) for x in (tmp_path / "part" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [1, 2, 3, 4]
+
+
+def test_rl_changes_the_policy(setup, tmp_path):
+    from searchgym.train.grpo import train_rl
+
+    model, tok = load(setup)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    # a reward everyone can get differently: F1 of the (random) answer is mostly 0, so use the format reward
+    args = _rl_args(total_steps=2, checkpoint_every=0)
+    from searchgym.envs.env import SearchEnv
+
+    world, retr, _ = setup
+    envs = [SearchEnv(dataset=world.split("train"), retriever=retr, max_turns=1, prompt_template=PROMPT,
+                      reward="f1 + 0.5*format", passage_chars=80) for _ in range(6)]
+    hist = train_rl(model, tok, envs, args, questions=_questions(2))
+    assert len(hist) == 2
+    changed = any(not torch.equal(v, before[k]) for k, v in model.state_dict().items())
+    assert changed or all(r["charts/zero_adv_groups"] == 1.0 for r in hist)
+
+
+def test_impossible_configs_fail_fast():
+    from searchgym.train.grpo import RLArgs
+
+    with pytest.raises(ConfigError, match="group_size"):
+        RLArgs(algo="grpo", group_size=1).validate()
+    with pytest.raises(ConfigError):
+        RLArgs(algo="rloo", group_size=1).validate()
+    with pytest.raises(ConfigError):
+        RLArgs(policy_loss="nope").validate()
+    with pytest.raises(ConfigError):
+        RLArgs(kl_estimator="k7").validate()
+    with pytest.raises(ConfigError):
+        RLArgs(prompts_per_step=3, group_size=3, num_minibatches=2).validate()
+    with pytest.raises(ConfigError):
+        RLArgs(temperature=0).validate()
+    RLArgs(algo="ppo", group_size=1).validate()
+
+
+def test_train_rl_rejects_group_size_one_before_any_work(setup):
+    from searchgym.train.grpo import train_rl
+
+    model, tok = load(setup)
+    with pytest.raises(ConfigError, match="group_size"):
+        train_rl(model, tok, [], _rl_args(group_size=1))
+
+
+def test_checkpoint_is_atomic(setup, tmp_path):
+    from searchgym.train.checkpoint import cleanup_partial, is_complete, load_checkpoint, save_checkpoint
+
+    model, tok = load(setup)
+    ck = tmp_path / "ckpt"
+    save_checkpoint(ck, model=model, tokenizer=tok, state={"step": 1})
+    w0 = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    with pytest.raises(KeyboardInterrupt):  # killed after writing, before the rename
+        save_checkpoint(ck, model=model, tokenizer=tok, state={"step": 2}, _crash_before_commit=True)
+    # the old checkpoint is intact under the final name; the half-written one is only a temp dir
+    c = load_checkpoint(ck)
+    assert c["state"]["step"] == 1
+    from transformers import AutoModelForCausalLM
+
+    m = AutoModelForCausalLM.from_pretrained(c["model_dir"])
+    assert all(torch.equal(v, w0[k]) for k, v in m.state_dict().items())
+    leftovers = [p for p in tmp_path.iterdir() if p.name != "ckpt"]
+    assert leftovers and all(".tmp-" in p.name for p in leftovers)
+    assert cleanup_partial(tmp_path) and [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+    # a directory without the COMPLETE marker is refused with a clear error
+    (ck / "COMPLETE").unlink()
+    assert not is_complete(ck)
+    with pytest.raises(CheckpointError, match="incomplete"):
+        load_checkpoint(ck)
+    with pytest.raises(CheckpointError):
+        load_checkpoint(tmp_path / "missing")
+    _ = Path
