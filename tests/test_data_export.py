@@ -78,3 +78,22 @@ def test_cli_export_world(tmp_path):
     assert res.exit_code == 0 and "comparison" in res.output
     res = CliRunner().invoke(app, ["data", "info", str(tmp_path / "missing.jsonl")])
     assert res.exit_code == 1 and "no such QA file" in " ".join(res.output.split())
+
+
+def test_cli_pool(tmp_path):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+    from searchgym.retrieval import load_corpus
+
+    fix = Path(__file__).parent / "fixtures" / "data"
+    res = CliRunner().invoke(app, ["data", "pool", str(fix / "hotpotqa_dev_distractor.json"),
+                                   str(fix / "musique_ans_dev.jsonl"), "--out", str(tmp_path)])
+    assert res.exit_code == 0, res.output
+    corpus = load_corpus(tmp_path / "corpus.jsonl")
+    qs = load_qa(tmp_path / "questions.jsonl")
+    assert len(qs) == 4 and len(corpus) == 3 + 3 + 3 + 3 - 2  # "Ed Wood" three times, kept once
+    ids = {p.id for p in corpus}
+    assert all(q.supporting_ids and set(q.supporting_ids) <= ids for q in qs)

@@ -88,3 +88,28 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         for fam, items in shown.items():
             for q in items:
                 console.print(f"[bold]{fam}[/]: {q.question}  ->  {q.answers}  (gold {q.supporting_ids})")
+
+    @data.command("pool")
+    def pool_cmd(
+        files: Annotated[list[Path], typer.Argument(help="HotpotQA / MuSiQue / 2Wiki files with paragraphs.")],
+        out: Annotated[Path, typer.Option("--out", help="Directory for corpus.jsonl and questions.jsonl.")],
+        lenient: Annotated[bool, typer.Option("--lenient", help="Skip malformed records (count them).")] = False,
+    ) -> None:
+        """Pool the paragraphs of multi-hop QA files into one deduplicated corpus (+ questions with gold ids)."""
+        from rich.console import Console
+
+        from searchgym.data import pooled_corpus
+        from searchgym.data.export import write_flashrag_jsonl
+        from searchgym.errors import SearchGymError
+        from searchgym.retrieval.corpus import write_jsonl
+
+        console = Console()
+        try:
+            passages, questions = pooled_corpus(files, lenient=lenient)
+        except SearchGymError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(1) from None
+        out.mkdir(parents=True, exist_ok=True)
+        write_jsonl(passages, out / "corpus.jsonl")
+        write_flashrag_jsonl(questions, out / "questions.jsonl")
+        console.print(f"[green]wrote[/] {len(passages):,} passages and {len(questions):,} questions to {out}")

@@ -59,6 +59,16 @@ class Built:
     texts: list[str]                      # passage texts, row order
 
 
+def _log_int(rng: random.Random, lo: int, hi: int) -> int:
+    """A roughly log-uniform integer in [lo, hi], in integer arithmetic only (no libm: identical everywhere)."""
+    bounds = [lo]
+    while bounds[-1] * 10 < hi:
+        bounds.append(bounds[-1] * 10)
+    bounds.append(hi)
+    i = rng.randrange(len(bounds) - 1)
+    return rng.randint(bounds[i], bounds[i + 1])
+
+
 def type_counts(n_entities: int) -> dict[str, int]:
     n = max(int(n_entities), 30)
     counts = {t: max(4, round(n * TYPE_SHARES[t])) for t in ENTITY_TYPES}
@@ -98,7 +108,7 @@ def build_entities(seed: int, n_entities: int, confusable_share: float) -> tuple
             languages.append(lang)
     for _ in range(counts["country"]):
         e = add("country", names.country(), "", "")
-        e.attrs.update(population=int(10 ** rng.uniform(5.5, 8.2)), currency=rng.choice(CURRENCIES),
+        e.attrs.update(population=_log_int(rng, 300_000, 150_000_000), currency=rng.choice(CURRENCIES),
                        language=rng.choice(languages), independence_year=rng.randint(1700, 1995))
     countries = by_type["country"]
     # cities (the first city of each country is its capital)
@@ -114,7 +124,7 @@ def build_entities(seed: int, n_entities: int, confusable_share: float) -> tuple
                 name = names.city(base)
         e = add("city", name, f"city:{base}", "")
         country = countries[i] if i < len(countries) else countries[rng.randrange(len(countries))]
-        e.attrs.update(country=country, population=int(10 ** rng.uniform(3.5, 6.7)),
+        e.attrs.update(country=country, population=_log_int(rng, 3_000, 5_000_000),
                        founded_year=rng.randint(800, 1900), elevation=rng.randint(2, 2400))
         if i < len(countries):
             ents[country].attrs["capital"] = e.idx
@@ -150,7 +160,7 @@ def build_entities(seed: int, n_entities: int, confusable_share: float) -> tuple
         founder = person_born_before(1990)
         e.attrs.update(founder=founder.idx, headquarters=cities[rng.randrange(len(cities))],
                        founded_year=min(2020, int(founder.attrs["birth_year"]) + rng.randint(20, 55)),
-                       industry=rng.choice(INDUSTRIES), employees=int(10 ** rng.uniform(1.3, 5.2)))
+                       industry=rng.choice(INDUSTRIES), employees=_log_int(rng, 20, 150_000))
     # films and novels (confusable: a sequel-like title)
     for etype, role, year, genres, lo, hi in (("film", "director", "release_year", FILM_GENRES, 72, 195),
                                               ("novel", "author", "publication_year", NOVEL_GENRES, 120, 980)):
