@@ -159,8 +159,9 @@ def test_sft_loss_decreases_and_checkpoints(setup, tmp_path):
 def _rl_args(**kw):
     from searchgym.train.grpo import RLArgs
 
-    base = dict(total_steps=4, prompts_per_step=2, group_size=3, max_new_tokens=8, micro_batch_size=3,
-                learning_rate=1e-3, checkpoint_every=2, max_context=512)
+    base = {"total_steps": 4, "prompts_per_step": 2, "group_size": 3, "max_new_tokens": 8,
+            "micro_batch_size": 3,
+                "learning_rate": 1e-3, "checkpoint_every": 2, "max_context": 512}
     base.update(kw)
     return RLArgs(**base)
 
@@ -174,11 +175,11 @@ def _strip(rows):
 
 
 @pytest.mark.parametrize("extra", [
-    dict(algo="grpo", policy_loss="kl_cov", kl_cov_ratio=0.05, kl_coef=0.05, kl_estimator="k3"),
-    dict(algo="rloo", policy_loss="clip_cov", clip_cov_ratio=0.05, clip_cov_lb=0.0, clip_cov_ub=10.0,
-         ent_coef=0.01),
-    dict(algo="ppo", group_size=1, prompts_per_step=4, micro_batch_size=2, num_minibatches=2, update_epochs=2,
-         clip_high=0.28),
+    {"algo": "grpo", "policy_loss": "kl_cov", "kl_cov_ratio": 0.05, "kl_coef": 0.05, "kl_estimator": "k3"},
+    {"algo": "rloo", "policy_loss": "clip_cov", "clip_cov_ratio": 0.05, "clip_cov_lb": 0.0, "clip_cov_ub": 10.0,
+         "ent_coef": 0.01},
+    {"algo": "ppo", "group_size": 1, "prompts_per_step": 4, "micro_batch_size": 2, "num_minibatches": 2, "update_epochs": 2,
+         "clip_high": 0.28},
 ])
 def test_rl_smoke_and_exact_resume(setup, tmp_path, extra):
     from searchgym.train.grpo import train_rl
