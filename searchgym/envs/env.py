@@ -66,7 +66,7 @@ class SearchEnv(gym.Env[str, Any]):
     </information>\n\n"`` (several queries in one turn: their doc lists joined by ``---``). After an
     invalid action it is the corrective message; after the answer it is ``""``. Passages are truncated to
     ``passage_chars`` characters or ``passage_tokens`` tokens. With ``observation_format="chat"`` the
-    observation is the bare content (no surrounding blank lines) and ``info["messages"]`` holds it as a
+    observation has no surrounding blank lines (``"<information>...</information>"``) and ``info["messages"]`` holds it as a
     chat message (``role`` ``"user"`` for the prompt, ``"tool"``/``"user"`` for results).
 
     ## Rewards
@@ -103,8 +103,9 @@ class SearchEnv(gym.Env[str, Any]):
     - ``dataset``: ``None`` (the world's ``split``), a world split name (``train``, ``dev``, ``test``,
       ``shift_phrasing``, ``shift_family``, ``shift_type``), a QA file in any format ``load_qa`` reads, or
       a list of ``QAExample``. A file needs ``corpus=`` (or a retriever URL/object).
-    - ``retriever``: ``"bm25"`` (default), ``"dense"``, ``"hybrid"``, an ``http://`` URL of a
-      ``/retrieve`` server, or any object with ``search``/``batch_search``.
+    - ``retriever``: ``"bm25"``, ``"dense"``, ``"hybrid"``, an ``http://`` URL of a ``/retrieve`` server,
+      or any object with ``search``/``batch_search``. Default ``None``: BM25 over a corpus, or whatever an
+      index directory holds (dense + BM25 indexes load as hybrid).
     - ``retriever_kwargs``: passed to ``build_retriever``/``load_index``/``RemoteRetriever``.
     - ``split``: the world split (default ``"train"``), also recorded in infos and trajectories.
     - ``top_k``: passages per search (default 3). ``max_turns``: searches per episode (default 4).
@@ -142,7 +143,7 @@ class SearchEnv(gym.Env[str, Any]):
         self,
         corpus: Any = None,
         dataset: Any = None,
-        retriever: Any = "bm25",
+        retriever: Any = None,
         *,
         split: str = "train",
         top_k: int = 3,
@@ -316,10 +317,9 @@ class SearchEnv(gym.Env[str, Any]):
             self._retrieved.update(doc_ids)
             if self._gold:
                 gold_hit = not self._gold.isdisjoint(doc_ids)
+            obs = wrap_information(body)
             if self.observation_format == "chat":
-                obs = body.strip()
-            else:
-                obs = wrap_information(body)
+                obs = obs.strip()
             if self.budget_notice and self._num_searches >= self.max_turns:
                 obs += self._budget_obs
         elif kind == ANSWER:
@@ -339,12 +339,13 @@ class SearchEnv(gym.Env[str, Any]):
             "titles": titles, "gold_hit": gold_hit, "num_searches": self._num_searches,
             "num_invalid": self._num_invalid, "step": self._t, "family": self._family, "error": p.error,
         }
-        step_rec = Step(action=p.raw, kind=kind, query=info["query"], doc_ids=doc_ids, gold_hit=gold_hit,
+        # The record keeps its own lists: callers may mutate the info they get.
+        step_rec = Step(action=p.raw, kind=kind, query=info["query"], doc_ids=doc_ids[:], gold_hit=gold_hit,
                         reward=reward)
         if len(queries) > 1:
-            step_rec.extra["queries"] = queries
+            step_rec.extra["queries"] = queries[:]
         if titles:
-            step_rec.extra["titles"] = titles
+            step_rec.extra["titles"] = titles[:]
         if p.error:
             step_rec.extra["error"] = p.error
         self._steps.append(step_rec)

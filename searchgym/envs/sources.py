@@ -90,6 +90,19 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
                       retriever_kwargs: dict[str, Any] | None = None, cache: bool | int = False) -> Any:
     """Return a Retriever for the given inputs (shared with other environments built from the same ones)."""
     kw = dict(retriever_kwargs or {})
+    if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() and not (
+            retriever is not None and not isinstance(retriever, str)) and not _is_url(retriever):
+        if retriever is not None and retriever not in RETRIEVER_KINDS:
+            raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)} for an index directory, "
+                              f"got {retriever!r}")
+        key: Any = ("index", _file_key(Path(corpus) / "manifest.json") if (Path(corpus) / "manifest.json").exists()
+                    else _file_key(corpus), retriever, _freeze(kw), _freeze(cache))
+        with _LOCK:
+            if key not in _RETRIEVERS:
+                from searchgym.retrieval import load_index
+
+                _RETRIEVERS[key] = _maybe_cache(load_index(str(corpus), kind=retriever, **kw), cache)
+            return _RETRIEVERS[key]
     if retriever is None:
         retriever = "bm25"
     if not isinstance(retriever, str):
@@ -98,7 +111,7 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
                               f"search/batch_search, got {type(retriever).__name__}")
         return _maybe_cache(retriever, cache)
     if _is_url(retriever):
-        key: Any = ("url", retriever, _freeze(kw), _freeze(cache))
+        key = ("url", retriever, _freeze(kw), _freeze(cache))
         with _LOCK:
             if key not in _RETRIEVERS:
                 from searchgym.retrieval import RemoteRetriever
@@ -120,14 +133,6 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
             return _RETRIEVERS[key]
     if isinstance(corpus, (str, os.PathLike)):
         path = Path(corpus)
-        if path.is_dir():
-            key = ("index", _file_key(path), _freeze(kw), _freeze(cache))
-            with _LOCK:
-                if key not in _RETRIEVERS:
-                    from searchgym.retrieval import load_index
-
-                    _RETRIEVERS[key] = _maybe_cache(load_index(str(path), **kw), cache)
-                return _RETRIEVERS[key]
         if not path.exists():
             from searchgym.errors import CorpusFormatError
 
@@ -141,15 +146,18 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
                 _RETRIEVERS[key] = _maybe_cache(_build(retriever, load_corpus(str(path)), kw), cache)
             return _RETRIEVERS[key]
     if isinstance(corpus, Sequence):
-        # A list of passages given in memory: memoise by identity (the caller owns the list).
-        key = ("passages", id(corpus), len(corpus), retriever, _freeze(kw), _freeze(cache))
+        # A list of passages in memory: memoise by content (gymnasium deep-copies make() kwargs, so the
+        # same corpus comes back as another list; Passage is frozen and hashable).
+        passages = list(corpus)
+        try:
+            content: Any = hash(tuple(passages))
+        except TypeError:
+            content = id(corpus)
+        key = ("passages", len(passages), content, retriever, _freeze(kw), _freeze(cache))
         with _LOCK:
             if key not in _RETRIEVERS:
-                _RETRIEVERS[key] = (corpus, _maybe_cache(_build(retriever, list(corpus), kw), cache))
-            owner, r = _RETRIEVERS[key]
-            if owner is corpus:
-                return r
-        return _maybe_cache(_build(retriever, list(corpus), kw), cache)
+                _RETRIEVERS[key] = _maybe_cache(_build(retriever, passages, kw), cache)
+            return _RETRIEVERS[key]
     raise ConfigError(f"corpus must be a file, an index directory or a list of Passage, got {type(corpus).__name__}")
 
 

@@ -177,11 +177,21 @@ def check_search_env(env: gym.Env, *, n_fuzz: int = 200, seed: int = 0, big_acti
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            check_env(env.unwrapped)
+            # Gymnasium's render/close checks rebuild the env from env.spec, deep-copying its kwargs (a
+            # corpus, a retriever object, an HTTP client...); check the same things on this env instead.
+            check_env(env.unwrapped, skip_render_check=True, skip_close_check=True)
+        base = env.unwrapped
+        if base.render_mode is not None:
+            base.reset(seed=seed)
+            frame = base.render()
+            assert frame is None or isinstance(frame, str), "render() must return text (ansi) or None"
         report["check_env"] = "passed"
     report["fuzz"] = _fuzz(env, n_fuzz, seed, big_action)
     _determinism(env, seed)
     report["determinism"] = "passed"
     traj = _roundtrip(env, seed)
     report["trajectory"] = {"steps": len(traj.steps), "num_searches": traj.num_searches}
+    if not skip_check_env:
+        env.close()
+        env.close()  # closing twice must be allowed (Gymnasium's close check)
     return report
