@@ -146,7 +146,9 @@ def export_world(world, out_dir: str | Path, *, on_step: Callable[[str], None] |
         step(f"{split}.parquet")
         written[f"{split}.jsonl"] = write_flashrag_jsonl(examples, out / f"{split}.jsonl")
         step(f"{split}.jsonl")
-    manifest = {"generator": "searchgym.data.World", "seed": world.seed, "n_entities": world.n_entities,
+    from searchgym.data.world.world import GENERATOR_VERSION
+
+    manifest = {"generator": "searchgym.data.World", "generator_version": GENERATOR_VERSION, "seed": world.seed, "n_entities": world.n_entities,
                 "confusable_share": world.confusable_share, "fingerprint": world.fingerprint(),
                 "passages": len(world.passages), "questions": {s: len(v) for s, v in world.splits.items()},
                 "files": sorted(p.name for p in written.values())}
