@@ -247,14 +247,13 @@ class BM25Retriever:
             return results
         batch = encoded if len(live) == len(encoded) else [encoded[i] for i in live]
         scores, idx = self._engine.topk(batch, k, self.n_threads if n_threads is None else n_threads)
-        ids, ps = self._ids, self._passages
-        new = tuple.__new__
-        for row, s_row, i_row in zip(live, scores.tolist(), idx.tolist()):
-            hits = results[row]
-            for s, i in zip(s_row, i_row):
-                if s <= 0.0:
-                    break
-                hits.append(new(Hit, (ids[i], s, ps[i])))
+        # Rows are sorted by descending score; keep the positive prefix (zero = no query term matched).
+        npos = (scores > 0).sum(axis=1).tolist()
+        id_of, passage_of, make = self._ids.__getitem__, self._passages.__getitem__, Hit._make
+        for row, n, s_row, i_row in zip(live, npos, scores.tolist(), idx.tolist()):
+            if n < k:
+                s_row, i_row = s_row[:n], i_row[:n]
+            results[row] = list(map(make, zip(map(id_of, i_row), s_row, map(passage_of, i_row))))
         return results
 
     def warmup(self) -> None:
