@@ -295,22 +295,27 @@ def make_questions(seed: int, built: Built, n_questions: int, id_of_row, plan: P
     in_types = tuple(t for t in ENTITY_TYPES if t != HELD_OUT_TYPE)
     # For shift_type the question must start from a held-out-type entity.
     only_held = (HELD_OUT_TYPE,)
-    out: list[QAExample] = []
     total = sum(plan.split_shares.values())
-    for split in SPLITS:
-        want = max(1, round(n_questions * plan.split_shares[split] / total))
+    share = {s: plan.split_shares[s] / total for s in SPLITS}
+    in_dist = ("train", "dev", "test")
+    # One in-distribution pool, cut into train/dev/test afterwards (so a small world that runs out of
+    # distinct questions shrinks every split in proportion instead of starving dev and test).
+    buckets = [("main", in_dist)] + [(s, (s,)) for s in SPLITS if s not in in_dist]
+    out: list[QAExample] = []
+    for bucket, members in buckets:
+        want = max(len(members), round(n_questions * sum(share[m] for m in members)))
         mix = dict(plan.family_mix)
         styles: tuple[str, ...] = TRAIN_STYLES
         allowed = in_types
-        if split == "shift_phrasing":
+        if bucket == "shift_phrasing":
             styles = HELD_OUT_STYLES
-        elif split == "shift_family":
+        elif bucket == "shift_family":
             mix = {HELD_OUT_FAMILY: 1.0}
-        elif split == "shift_type":
+        elif bucket == "shift_type":
             allowed = only_held
-        got = 0
+        drafts: list[Draft] = []
         tries = 0
-        while got < want and tries < want * 60:
+        while len(drafts) < want and tries < want * 60:
             tries += 1
             fam = _weighted(rng, mix)
             style = styles[rng.randrange(len(styles))]
@@ -318,11 +323,19 @@ def make_questions(seed: int, built: Built, n_questions: int, id_of_row, plan: P
             if d is None:
                 continue
             qm.seen.add(d.question)
+            drafts.append(d)
+        if bucket == "main":
+            n = len(drafts)
+            n_dev = round(n * share["dev"] / sum(share[m] for m in in_dist))
+            n_test = round(n * share["test"] / sum(share[m] for m in in_dist))
+            labels = ["train"] * (n - n_dev - n_test) + ["dev"] * n_dev + ["test"] * n_test
+        else:
+            labels = [bucket] * len(drafts)
+        for d, split in zip(drafts, labels):
             d.meta["split"] = split
             qid = f"w{seed}-q{len(out):06d}"
             out.append(QAExample(id=qid, question=d.question, answers=d.answers,
                                  supporting_ids=_dedupe([id_of_row(r) for r in d.rows]), metadata=d.meta))
-            got += 1
     return out
 
 
