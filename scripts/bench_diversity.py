@@ -30,7 +30,7 @@ def rollout_step(vec, agent, obs, infos, n_episodes: int):
     return finished[:n_episodes], obs, infos
 
 
-def bench(batch: int, steps: int, seed: int) -> dict[str, float]:
+def bench(batch: int, steps: int, seed: int, levels: tuple[str, ...]) -> dict[str, float]:
     import gymnasium as gym
 
     import searchgym  # noqa: F401  (registers the environments)
@@ -39,7 +39,7 @@ def bench(batch: int, steps: int, seed: int) -> dict[str, float]:
 
     vec = gym.make_vec("searchgym/SearchQA-v0", num_envs=batch, vectorization_mode="vector_entry_point")
     agent = DiverseAgent(seed=seed)
-    tracker = DiversityTracker(levels=("string", "slot", "content", "pos"), tensorboard=False)
+    tracker = DiversityTracker(levels=levels, tensorboard=False)
     obs, infos = vec.reset_lists(seed=seed)
     # warm-up: caches, first BM25 calls, first tracker update
     trajs, obs, infos = rollout_step(vec, agent, obs, infos, batch)
@@ -60,7 +60,7 @@ def bench(batch: int, steps: int, seed: int) -> dict[str, float]:
     vec.close()
     r, k, q = float(np.median(roll)), float(np.median(track)), float(np.median(nq))
     rc, kc = float(np.sum(roll_cpu)), float(np.sum(track_cpu))
-    return {"batch": batch, "steps": steps, "queries": q, "rollout_ms": 1e3 * r, "tracker_ms": 1e3 * k,
+    return {"batch": batch, "levels": ",".join(levels), "steps": steps, "queries": q, "rollout_ms": 1e3 * r, "tracker_ms": 1e3 * k,
             "overhead_pct": 100.0 * k / r, "overhead_cpu_pct": 100.0 * kc / rc,
             "ms_per_1k_queries": 1e3 * k / q * 1000 if q else float("nan")}
 
@@ -71,24 +71,27 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=8, help="policy steps per batch size (median is reported)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="B = 64 and 3 steps")
+    ap.add_argument("--levels", nargs="+", default=["string,slot,content,pos", "slot"],
+                    help="template-level sets to time (comma-separated levels, one set per argument)")
     ap.add_argument("--llm-step-s", type=float, default=30.0,
                     help="a stated LLM rollout time per policy step (seconds) to compare the tracker against")
     args = ap.parse_args()
     sizes, steps = ([64], 3) if args.quick else (args.batch_sizes, args.steps)
-    rows = [bench(b, steps, args.seed) for b in sizes]
-    print("| episodes/step | queries/step | heuristic rollout ms/step | tracker ms/update | overhead vs "
+    level_sets = [tuple(x.split(",")) for x in args.levels]
+    rows = [bench(b, steps, args.seed, lv) for lv in level_sets for b in sizes]
+    print("| levels | episodes/step | queries/step | heuristic rollout ms/step | tracker ms/update | overhead vs "
           "heuristic rollout (wall) | (CPU time) | tracker ms per 1k queries | overhead vs "
           f"{args.llm_step_s:g} s LLM step | 5% budget |")
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         llm = 100.0 * r["tracker_ms"] / (1e3 * args.llm_step_s)
         ok = "met" if r["overhead_pct"] <= 5.0 else "met vs an LLM rollout only" if llm <= 5 else "missed"
-        print(f"| {r['batch']} | {r['queries']:.0f} | {r['rollout_ms']:.1f} | {r['tracker_ms']:.1f} | "
+        print(f"| {r['levels']} | {r['batch']} | {r['queries']:.0f} | {r['rollout_ms']:.1f} | {r['tracker_ms']:.1f} | "
               f"{r['overhead_pct']:.1f}% | {r['overhead_cpu_pct']:.1f}% | {r['ms_per_1k_queries']:.1f} | "
               f"{llm:.3f}% | {ok} |")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nmedian of {steps} policy steps after one warm-up step (CPU-time ratio: sums over the steps); "
-          "template levels string, slot, content, pos + moves, CTAR, process metrics; heuristic rollout = "
+          "every row also computes moves, CTAR, distinct-n and process metrics; heuristic rollout = "
           "DiverseAgent on searchgym/SearchQA-v0 (BM25, embedded world, vector env); "
           f"{os.cpu_count()} CPUs, load average {load:.1f} during the run.")
 

@@ -29,6 +29,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from searchgym.diversity.templates import normalize as _normalize
+
 # ----------------------------------------------------------------------------------------------
 # pass@k family (literature §4)
 
@@ -247,9 +249,7 @@ def template_stats(x: Any, *, top_r: int = 10) -> dict[str, float]:
 
 
 def _tok(text: str) -> list[str]:
-    from searchgym.diversity.templates import tokens
-
-    return tokens(text)
+    return _normalize(text).split()
 
 
 def _ngrams(toks: Sequence[str], n: int) -> list[tuple[str, ...]]:
@@ -258,12 +258,23 @@ def _ngrams(toks: Sequence[str], n: int) -> list[tuple[str, ...]]:
 
 def distinct_n(texts: Sequence[str], n: int = 2) -> float:
     """|unique n-grams| / |n-grams| over all texts (Li et al. 2016); NaN when there are no n-grams."""
-    grams: list[tuple[str, ...]] = []
-    for t in texts:
-        grams.extend(_ngrams(_tok(t), n))
-    if not grams:
-        return float("nan")
-    return len(set(grams)) / len(grams)
+    return distinct_ns(texts, (n,))[n]
+
+
+def distinct_ns(texts: Sequence[str], ns: Sequence[int] = (1, 2)) -> dict[int, float]:
+    """``distinct_n`` for several n with one tokenisation pass."""
+    toks = [_tok(t) for t in texts]
+    out: dict[int, float] = {}
+    for n in ns:
+        total = 0
+        uniq: set[tuple[str, ...]] = set()
+        for tk in toks:
+            if len(tk) < n:
+                continue
+            total += len(tk) - n + 1
+            uniq.update(tuple(tk[i:i + n]) for i in range(len(tk) - n + 1))
+        out[n] = len(uniq) / total if total else float("nan")
+    return out
 
 
 def self_bleu(texts: Sequence[str], max_n: int = 4, *, max_items: int = 1000, seed: int = 0) -> float:
@@ -405,14 +416,12 @@ def move_entropy(moves: Iterable[str]) -> float:
 
 def duplicate_query_rate(queries: Sequence[str]) -> float:
     """Share of the queries of one episode that repeat an earlier query of it (after normalisation)."""
-    from searchgym.diversity.templates import normalize
-
     if not queries:
         return float("nan")
     seen: set[str] = set()
     dup = 0
     for q in queries:
-        nq = normalize(q)
+        nq = _normalize(q)
         if nq in seen:
             dup += 1
         seen.add(nq)

@@ -202,11 +202,32 @@ def _run_summary(ra: _RunAnalysis, *, clusterer: Any, seed: int) -> dict[str, An
         "compression_ratio": M.compression_ratio(queries) if queries else float("nan"),
         "compression_ratio_pos": M.compression_ratio(pos_text) if any(pos_text) else float("nan"),
     }
+    # within-question versions: over the K rollouts of each (step, question)
+    qgroups = {g: [q for i in ii for q in run.episodes[i].queries]
+               for g, ii in ra.groups(range(len(run.episodes))).items() if g[1] is not None}
+    if any(len(v) >= 2 for v in qgroups.values()):
+        out["text"]["distinct_1_within"] = M.within_across(qgroups, lambda v: M.distinct_n(v, 1))["within"]
+        out["text"]["distinct_2_within"] = M.within_across(qgroups, lambda v: M.distinct_n(v, 2))["within"]
+        small = dict(list(qgroups.items())[:500])  # self-BLEU is quadratic per group: cap the groups
+        out["text"]["self_bleu_within"] = M.within_across(small, lambda v: M.self_bleu(v, seed=seed))["within"]
     if clusterer is not None and len(queries) >= 2:
         sample = queries if len(queries) <= 2000 else M.rarefy(queries, 2000, seed)
         emb = clusterer.embed([normalize(q) for q in sample])
         out["embedding"] = {"mean_pairwise_distance": M.mean_pairwise_distance(emb),
                             "chamfer_distance": M.chamfer_distance(emb), "vendi_score": M.vendi_score(emb)}
+        if any(len(v) >= 2 for v in qgroups.values()):
+            def vendi(v: list[str]) -> float:
+                return M.vendi_score(clusterer.embed([normalize(q) for q in v]))
+
+            out["embedding"]["vendi_score_within"] = M.within_across(qgroups, vendi)["within"]
+    # trajectory level: distinct query sequences (at the primary template level), correct vs incorrect
+    lv = "slot" if "slot" in ra.levels else ra.levels[0]
+    seqs = [tuple(t) for t in ra.templates[lv]]
+    ok = [sq for sq, good in zip(seqs, ra.success) if good]
+    bad = [sq for sq, good in zip(seqs, ra.success) if not good]
+    out["sequences"] = {"level": lv, "distinct": len(set(seqs)), "entropy": M.entropy(seqs) if seqs else None,
+                        "distinct_correct": len(set(ok)), "distinct_incorrect": len(set(bad)),
+                        "episodes_correct": len(ok), "episodes_incorrect": len(bad)}
     flat_moves = [m for seq in ra.moves for m in seq]
     mc = Counter(flat_moves)
     out["moves"] = {"counts": {m: int(mc.get(m, 0)) for m in MOVES},
@@ -515,17 +536,22 @@ def _tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str
     if rows:
         tables.append(("Jensen-Shannon divergence between runs (nats, max ln 2 = 0.693)",
                        ["level", "runs", "JS"], rows))
-    tkeys = ("distinct_1", "distinct_2", "self_bleu", "compression_ratio", "compression_ratio_pos")
+    tkeys = ("distinct_1", "distinct_2", "self_bleu", "compression_ratio", "compression_ratio_pos",
+             "distinct_2_within", "self_bleu_within")
     tables.append(("Text diversity", ["run", *tkeys], [[n, *[_fmt(runs[n]["text"].get(k)) for k in tkeys]]
                                                        for n in names]))
     if any("embedding" in r for r in runs.values()):
-        ekeys = ("mean_pairwise_distance", "chamfer_distance", "vendi_score")
+        ekeys = ("mean_pairwise_distance", "chamfer_distance", "vendi_score", "vendi_score_within")
         tables.append(("Embedding diversity", ["run", *ekeys],
                        [[n, *[_fmt(runs[n].get("embedding", {}).get(k)) for k in ekeys]] for n in names]))
     pkeys = ("duplicate_query_rate", "new_document_yield", "ctar")
     tables.append(("Search process", ["run", "move entropy", *pkeys],
                    [[n, _fmt(runs[n]["moves"]["entropy"]), *[_fmt(runs[n]["process"].get(k)) for k in pkeys]]
                     for n in names]))
+    skeys = ("level", "distinct", "entropy", "distinct_correct", "episodes_correct", "distinct_incorrect",
+             "episodes_incorrect")
+    tables.append(("Distinct query sequences per episode (trajectory level)", ["run", *skeys],
+                   [[n, *[_fmt(runs[n]["sequences"].get(k)) for k in skeys]] for n in names]))
     tables.append(("Reformulation moves (counts)", ["run", *MOVES],
                    [[n, *[str(runs[n]["moves"]["counts"][m]) for m in MOVES]] for n in names]))
     rows = []

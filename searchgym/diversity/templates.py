@@ -309,35 +309,33 @@ class Templater:
         return out
 
     def _slot_tokens(self, query: str, indices: tuple[_SpanIndex | None, ...]) -> list[tuple[str, str]]:
-        raw = unicodedata.normalize("NFKC", query or "")
+        raw = query or ""
+        if not raw.isascii():
+            raw = unicodedata.normalize("NFKC", raw)
         spans: list[tuple[int, int, str]] = []
-        for m in _QUOTED.finditer(raw):
-            spans.append((m.start(), m.end(), "Q"))
-        for m in _ISO_DATE.finditer(raw):
-            spans.append((m.start(), m.end(), "DATE"))
+        if '"' in raw or "\u201c" in raw:
+            for m in _QUOTED.finditer(raw):
+                spans.append((m.start(), m.end(), "Q"))
+        if "-" in raw or "/" in raw:
+            for m in _ISO_DATE.finditer(raw):
+                spans.append((m.start(), m.end(), "DATE"))
         # capitalised runs inside the query (not the first word) are entities too
-        caps: set[str] = set()
-        for m in _CAPRUN.finditer(raw):
-            if m.start() == 0 and " " not in m.group(1).strip():
-                continue  # a capitalised first word is usually just the start of a sentence
-            span = _entity_run(m.group(1))
-            if span:
-                caps.add(normalize(span))
+        caps = _cap_spans(raw) if not raw.islower() else ()
         text = _mark(raw, spans) if spans else raw
         text = _APOS.sub("", text.lower())
         text = _PUNCT.sub(" ", text)
         toks = text.split()
-        cap_idx = None
+        active = [idx for idx in indices if idx is not None and idx.full]
         if caps:
             cap_idx = _SpanIndex()
             for c in caps:
                 cap_idx.add(c, "E")
-        active = [idx for idx in (*indices, cap_idx) if idx is not None and idx.full]
+            active.append(cap_idx)
         out: list[tuple[str, str]] = []
         i, n = 0, len(toks)
         while i < n:
             t = toks[i]
-            if t.startswith(_MARK):
+            if spans and t.startswith(_MARK):
                 slot = t[len(_MARK):].upper()
                 out.append((f"<{slot}>", _SLOT_POS.get(slot, "PROPN")))
                 i += 1
@@ -435,6 +433,19 @@ def question_spans(question: str) -> list[str]:
         if span:
             spans.append(span)
     return spans
+
+
+@lru_cache(maxsize=1 << 16)
+def _cap_spans(raw: str) -> tuple[str, ...]:
+    """Normalised capitalised runs of a query, except a lone capitalised first word."""
+    caps: list[str] = []
+    for m in _CAPRUN.finditer(raw):
+        if m.start() == 0 and " " not in m.group(1).strip():
+            continue  # a capitalised first word is usually just the start of a sentence
+        span = _entity_run(m.group(1))
+        if span:
+            caps.append(normalize(span))
+    return tuple(dict.fromkeys(caps))
 
 
 def _entity_run(run: str) -> str | None:

@@ -248,8 +248,8 @@ class DiversityTracker:
         m["diversity/queries/per_episode"] = n_q / len(trajs) if trajs else float("nan")
         m["diversity/queries/duplicate_rate"] = float(np.mean(dup_rates)) if dup_rates else float("nan")
         if all_queries:
-            m["diversity/text/distinct_1"] = M.distinct_n(all_queries, 1)
-            m["diversity/text/distinct_2"] = M.distinct_n(all_queries, 2)
+            dn = M.distinct_ns(all_queries, (1, 2))
+            m["diversity/text/distinct_1"], m["diversity/text/distinct_2"] = dn[1], dn[2]
         self.cumulative_moves.update(moves)
         if moves:
             m["diversity/moves/entropy"] = M.move_entropy(moves)
