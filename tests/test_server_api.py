@@ -270,3 +270,69 @@ def test_httpx_sees_no_server_error_for_any_bad_input(server):
             r = c.post("/retrieve", content=body)
             assert r.status_code < 500, (body, r.status_code, r.text[:200])
     _assert_still_up(server)
+
+
+# --- the command line: `searchgym serve INDEX_DIR` in a subprocess ------------------------------------------
+def test_serve_command_subprocess(bm25, tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    port = live.free_port()
+    env = {**os.environ, "SEARCHGYM_API_KEY": "from-env"}
+    proc = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "serve", str(bm25[1]), "--port", str(port),
+                             "--topk", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "server did not come up"
+            time.sleep(0.1)
+        payload = {"queries": ["zebra stripes"]}
+        assert httpx.post(url + "/retrieve", json=payload).status_code == 401
+        r = httpx.post(url + "/retrieve", json=payload, headers={"Authorization": "Bearer from-env"})
+        assert r.json() == {"result": [[Z1]]}  # --topk 1 is the default
+        info = httpx.get(url + "/info", headers={"Authorization": "Bearer from-env"}).json()
+        assert info["corpus_size"] == len(live.CORPUS) and info["default_topk"] == 1 and info["auth"] is True
+    finally:
+        proc.terminate()
+        proc.wait(20)
+
+
+def test_serve_command_missing_index_is_clean_error(tmp_path):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "searchgym.cli", "serve", str(tmp_path / "nope"),
+                        "--port", str(live.free_port())], check=False, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1
+    assert "no index directory" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_mounted_app_answers_through_the_fastapi_route(bm25):
+    """Mounted under a prefix, /retrieve goes through the regular FastAPI route (not the fast path):
+    same answers, same errors."""
+    from fastapi import FastAPI
+
+    from searchgym.retrieval.server import create_app
+
+    parent = FastAPI()
+    parent.mount("/search", create_app(bm25[0], api_key="k"))
+    with live.LiveServer(parent) as srv:
+        auth = {"Authorization": "Bearer k"}
+        r = srv.post("/search/retrieve", json={"queries": ["zebra stripes"], "topk": 1}, headers=auth)
+        assert r.json() == {"result": [[Z1]]}
+        assert srv.post("/search/retrieve", json={"queries": ["zebra"]}).status_code == 401
+        r = srv.post("/search/retrieve", json={"queries": "x"}, headers=auth)
+        assert r.status_code == 422 and "list of strings" in r.json()["detail"]
+        r = srv.post("/search/retrieve", content=b"a" * (9 * 1024 * 1024), headers=auth)
+        assert r.status_code == 413
+        assert srv.get("/search/health").json() == {"status": "ok"}

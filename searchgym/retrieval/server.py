@@ -16,20 +16,24 @@ JSON fragments that are encoded once and cached. Every bad input is a 4xx with `
 
 from __future__ import annotations
 
+import asyncio
 import hmac
+import inspect
 import json
-import math
+import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.concurrency import run_in_threadpool
 
 from searchgym.errors import QueryError
 from searchgym.retrieval.base import Hit, Passage, Retriever
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAX_QUERIES = 4096        # Search-R1 sends a whole rollout batch (e.g. 512 x n) in one request
 DEFAULT_MAX_QUERY_CHARS = 4096
@@ -46,7 +50,12 @@ ENV_API_KEY = "SEARCHGYM_API_KEY"
 try:  # optional: a faster JSON decoder
     import orjson as _orjson  # type: ignore[import-not-found]
 
-    _loads: Callable[[bytes], Any] = _orjson.loads
+    def _loads(body: bytes) -> Any:
+        try:
+            return _orjson.loads(body)
+        except _orjson.JSONDecodeError:
+            # orjson refuses lone surrogate escapes ("\ud800"), which are valid JSON: let json decide
+            return json.loads(body)
 except ImportError:  # pragma: no cover - depends on the environment
     _loads = json.loads
 
@@ -57,45 +66,55 @@ class _BadRequest(Exception):
         self.status, self.detail = status, detail
 
 
-def _document_json(p: Passage) -> bytes:
+def _document_json(p: Passage) -> str:
     doc = {"id": p.id, "contents": p.contents, "title": p.title, "text": p.text}
+    text = json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
     try:
-        return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates in the corpus: escape them instead
-        return json.dumps(doc, separators=(",", ":")).encode("ascii")
-
-
-def _score_json(score: float) -> bytes:
-    s = float(score)
-    return repr(s).encode("ascii") if math.isfinite(s) else b"null"
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates in the corpus: keep them escaped
+        text = json.dumps(doc, separators=(",", ":"))
+    return text
 
 
 class _Renderer:
-    """Builds the /retrieve response bytes from hits, caching each passage's encoded document."""
+    """Builds the /retrieve response bytes from hits.
+
+    Each passage's JSON (``{"document": {...},"score":`` for the scored form) is encoded once and cached
+    as text; a response is then a join of cached fragments and score reprs, encoded once."""
 
     def __init__(self, cache_max: int = _DOC_CACHE_MAX):
-        self._cache: dict[str, bytes] = {}
+        self._docs: dict[str, str] = {}
+        self._scored: dict[str, str] = {}
         self._cache_max = cache_max
 
-    def doc(self, hit: Hit) -> bytes:
-        b = self._cache.get(hit.id)
-        if b is None:
-            if len(self._cache) >= self._cache_max:
-                self._cache.clear()
-            b = self._cache[hit.id] = _document_json(hit.passage)
-        return b
+    def _miss(self, hit: Hit) -> tuple[str, str]:
+        if len(self._docs) >= self._cache_max:
+            self._docs.clear()
+            self._scored.clear()
+        doc = self._docs[hit.id] = _document_json(hit.passage)
+        scored = self._scored[hit.id] = '{"document":' + doc + ',"score":'
+        return doc, scored
 
     def render(self, results: Sequence[Sequence[Hit]], return_scores: bool) -> bytes:
-        doc = self.doc
-        if return_scores:
-            lists = [
-                b"[" + b",".join([b'{"document":' + doc(h) + b',"score":' + _score_json(h.score) + b"}"
-                                  for h in hits]) + b"]"
-                for hits in results
-            ]
-        else:
-            lists = [b"[" + b",".join([doc(h) for h in hits]) + b"]" for hits in results]
-        return b'{"result":[' + b",".join(lists) + b"]}"
+        parts = ['{"result":[']
+        append = parts.append
+        cache = self._scored if return_scores else self._docs
+        for qi, hits in enumerate(results):
+            append("[" if qi == 0 else ",[")
+            for hi, hit in enumerate(hits):
+                frag = cache.get(hit.id)
+                if frag is None:
+                    frag = self._miss(hit)[1 if return_scores else 0]
+                if hi:
+                    append(",")
+                append(frag)
+                if return_scores:
+                    score = float(hit.score)
+                    append(repr(score) if score - score == 0.0 else "null")  # NaN / inf are not JSON
+                    append("}")
+            append("]")
+        append("]}")
+        return "".join(parts).encode("utf-8")
 
 
 def _clean_query(q: str) -> str:
@@ -197,6 +216,129 @@ def retriever_info(retriever: Any, index_dir: str | Path | None = None) -> dict[
                       if k in meta}}
 
 
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_UNAUTHORIZED = (401, json.dumps({"detail": "missing or wrong bearer token: send 'Authorization: Bearer <key>'"})
+                 .encode(), [(b"www-authenticate", b"Bearer")])
+
+
+class _Disconnected(Exception):
+    """The client went away before its body arrived."""
+
+
+class _RetrieveHandler:
+    """POST /retrieve, independent of the web framework: headers + body chunks in, (status, body, headers) out."""
+
+    def __init__(self, retriever: Retriever, *, default_topk: int, api_key: str | None, max_queries: int,
+                 max_query_chars: int, max_topk: int, max_hits: int, max_body_bytes: int, threadpool: bool):
+        self.retriever = retriever
+        self.limits = {"default_topk": default_topk, "max_queries": max_queries,
+                       "max_query_chars": max_query_chars, "max_topk": max_topk, "max_hits": max_hits}
+        self.max_body_bytes = max_body_bytes
+        self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.renderer = _Renderer()
+        # Serial searches on a small pool: one request per core at a time, none blocking the event loop.
+        self.pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
+                                       thread_name_prefix="searchgym-search") if threadpool else None
+
+    def authorized(self, authorization: bytes | None) -> bool:
+        return self.expected is None or hmac.compare_digest(authorization or b"", self.expected)
+
+    async def read_body(self, content_length: bytes | None, chunks: AsyncIterator[bytes]) -> bytes:
+        """The body, at most ``max_body_bytes``: refused by Content-Length, else while streaming.
+
+        An oversized body is still read (and dropped) up to a bound, so the client gets the 413
+        instead of a reset connection."""
+        limit = self.max_body_bytes
+        too_big = False
+        if content_length is not None:
+            try:
+                too_big = int(content_length) > limit
+            except ValueError:
+                raise _BadRequest(400, f"bad Content-Length header {content_length!r}") from None
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in chunks:
+            size += len(chunk)
+            if too_big or size > limit:
+                too_big = True
+                parts.clear()
+                if size > _DRAIN_LIMIT_FACTOR * limit:
+                    break
+            else:
+                parts.append(chunk)
+        if too_big:
+            sent = content_length.decode() if content_length else "more than that"
+            raise _BadRequest(413, f"request body over the {limit:,}-byte limit ({sent} bytes sent)")
+        return b"".join(parts)
+
+    async def __call__(self, authorization: bytes | None, content_length: bytes | None,
+                       chunks: AsyncIterator[bytes]) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        if not self.authorized(authorization):
+            return _UNAUTHORIZED
+        try:
+            body = await self.read_body(content_length, chunks)
+            queries, topk, return_scores = parse_request(body, **self.limits)
+            if self.pool is not None:
+                loop = asyncio.get_running_loop()
+                results = await loop.run_in_executor(self.pool, self.retriever.batch_search, queries, topk)
+            else:
+                results = self.retriever.batch_search(queries, topk)
+        except _BadRequest as e:
+            return e.status, _detail(e.detail), []
+        except QueryError as e:
+            return 422, _detail(str(e)), []
+        return 200, self.renderer.render(results, return_scores), []
+
+
+def _detail(text: str) -> bytes:
+    return json.dumps({"detail": text}).encode()
+
+
+def _internal_error(exc: BaseException) -> bytes:
+    return _detail(f"internal error: {type(exc).__name__}: {exc}")
+
+
+class RetrievalApp(FastAPI):
+    """FastAPI, with ``POST /retrieve`` answered straight from the ASGI call (no middleware, routing or
+    dependency resolution on the hot path). Every other request goes through FastAPI as usual."""
+
+    retrieve_handler: _RetrieveHandler
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/retrieve":
+            await self._retrieve(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
+
+    async def _retrieve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        authorization = content_length = None
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                authorization = value
+            elif name == b"content-length":
+                content_length = value
+
+        async def chunks() -> AsyncIterator[bytes]:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise _Disconnected
+                yield message.get("body", b"")
+                if not message.get("more_body", False):
+                    return
+
+        try:
+            status, body, headers = await self.retrieve_handler(authorization, content_length, chunks())
+        except _Disconnected:
+            return
+        except Exception as exc:
+            log.exception("POST /retrieve failed")
+            status, body, headers = 500, _internal_error(exc), []
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers]})
+        await send({"type": "http.response.body", "body": body})
+
+
 def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | None = None,
                max_queries: int = DEFAULT_MAX_QUERIES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
                max_topk: int = DEFAULT_MAX_TOPK, max_hits: int = DEFAULT_MAX_HITS,
@@ -204,81 +346,40 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
                threadpool: bool = True) -> FastAPI:
     """The FastAPI app serving ``retriever``.
 
-    ``threadpool``: run ``batch_search`` in a worker thread (keeps /health answering during a long
-    batch) instead of on the event loop. ``api_key``: require ``Authorization: Bearer <key>`` on
-    /retrieve and /info (/health stays open for probes).
+    ``threadpool``: run ``batch_search`` on a small thread pool (keeps the event loop and /health
+    answering during a long batch) instead of on the event loop. ``api_key``: require
+    ``Authorization: Bearer <key>`` on /retrieve and /info (/health stays open for probes).
     """
     if not 1 <= default_topk <= max_topk:
         raise ValueError(f"default_topk must be between 1 and max_topk={max_topk}, got {default_topk}")
-    renderer = _Renderer()
-    limits = {"max_queries": max_queries, "max_query_chars": max_query_chars, "max_topk": max_topk,
-              "max_hits": max_hits, "max_body_bytes": max_body_bytes}
+    handler = _RetrieveHandler(retriever, default_topk=default_topk, api_key=api_key, max_queries=max_queries,
+                               max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits,
+                               max_body_bytes=max_body_bytes, threadpool=threadpool)
+    limits = {k: v for k, v in handler.limits.items() if k != "default_topk"}
     info_body = {**(info if info is not None else retriever_info(retriever)),
-                 "default_topk": default_topk, "limits": limits, "auth": api_key is not None}
-    expected = f"Bearer {api_key}".encode() if api_key else None
+                 "default_topk": default_topk, "limits": {**limits, "max_body_bytes": max_body_bytes},
+                 "auth": api_key is not None}
 
-    app = FastAPI(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None)
+    kwargs: dict[str, Any] = {}
+    if "telemetry" in inspect.signature(FastAPI.__init__).parameters:  # newer FastAPI: no tracing overhead
+        kwargs["telemetry"] = {"tracing": False, "metrics": False, "logs": False, "operation_spans": False}
+    app = RetrievalApp(title="searchgym retrieval server", docs_url=None, redoc_url=None, openapi_url=None,
+                       **kwargs)
+    app.retrieve_handler = handler
 
-    def error(status: int, detail: str, headers: dict[str, str] | None = None) -> Response:
-        return JSONResponse({"detail": detail}, status_code=status, headers=headers)
-
-    def unauthorized(request: Request) -> Response | None:
-        if expected is None:
-            return None
-        got = request.headers.get("authorization", "").encode("latin-1", "replace")
-        if hmac.compare_digest(got, expected):
-            return None
-        return error(401, "missing or wrong bearer token: send 'Authorization: Bearer <key>'",
-                     {"WWW-Authenticate": "Bearer"})
-
-    async def read_body(request: Request) -> bytes:
-        """The body, at most ``max_body_bytes``: refused by Content-Length, else while streaming.
-
-        An oversized body is still read (and dropped) up to a bound, so the client gets the 413
-        instead of a reset connection."""
-        declared = request.headers.get("content-length")
-        too_big = False
-        if declared is not None:
-            try:
-                too_big = int(declared) > max_body_bytes
-            except ValueError:
-                raise _BadRequest(400, f"bad Content-Length header {declared!r}") from None
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if too_big or size > max_body_bytes:
-                too_big = True
-                chunks.clear()
-                if size > _DRAIN_LIMIT_FACTOR * max_body_bytes:
-                    break
-            else:
-                chunks.append(chunk)
-        if too_big:
-            raise _BadRequest(413, f"request body over the {max_body_bytes:,}-byte limit "
-                                   f"({declared or 'more than that'} bytes sent)")
-        return b"".join(chunks)
+    def respond(status: int, body: bytes, headers: list[tuple[bytes, bytes]]) -> Response:
+        return Response(body, status_code=status, media_type="application/json",
+                        headers={k.decode(): v.decode() for k, v in headers})
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> Response:
-        denied = unauthorized(request)
-        if denied is not None:
-            return denied
+        # Reached only when the app is wrapped or mounted (the fast path above answers otherwise).
+        h = request.headers
         try:
-            body = await read_body(request)
-            queries, topk, return_scores = parse_request(
-                body, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
-                max_topk=max_topk, max_hits=max_hits)
-        except _BadRequest as e:
-            return error(e.status, e.detail)
-        try:
-            if threadpool:
-                results = await run_in_threadpool(retriever.batch_search, queries, topk)
-            else:
-                results = retriever.batch_search(queries, topk)
-        except QueryError as e:
-            return error(422, str(e))
-        return Response(renderer.render(results, return_scores), media_type="application/json")
+            return respond(*await handler(h.get("authorization", "").encode("latin-1") or None,
+                                          (h.get("content-length") or "").encode() or None, request.stream()))
+        except _Disconnected:
+            return respond(400, _detail("client disconnected"), [])
 
     @app.get("/health")
     async def health() -> Response:
@@ -286,12 +387,13 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
 
     @app.get("/info")
     async def info_route(request: Request) -> Response:
-        denied = unauthorized(request)
-        return denied if denied is not None else JSONResponse(info_body)
+        if not handler.authorized(request.headers.get("authorization", "").encode("latin-1") or None):
+            return respond(*_UNAUTHORIZED)
+        return JSONResponse(info_body)
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> Response:
-        return error(500, f"internal error: {type(exc).__name__}: {exc}")
+        return respond(500, _internal_error(exc), [])
 
     return app
 
@@ -304,11 +406,18 @@ def _warm_up(retriever: Retriever) -> None:
     retriever.batch_search(["warm up the index"], 1)
 
 
-def load_app(index_dir: str | Path, *, topk: int = 3, api_key: str | None = None, **limits: Any) -> FastAPI:
-    """Load the index in ``index_dir``, warm it up, and return the app."""
+def load_app(index_dir: str | Path, *, topk: int = 3, api_key: str | None = None, search_threads: int = 1,
+             **limits: Any) -> FastAPI:
+    """Load the index in ``index_dir``, warm it up, and return the app.
+
+    ``search_threads``: threads one ``batch_search`` may use (BM25's numba kernel). 1 is the default: the
+    server gets its parallelism from concurrent requests on its search pool, and on a small machine a
+    parallel kernel competes with the event loop (measured several times slower on 2 busy cores)."""
     from searchgym.retrieval.index import load_index
 
     retriever = load_index(index_dir)
+    if search_threads and isinstance(getattr(retriever, "n_threads", None), int):
+        retriever.n_threads = search_threads
     _warm_up(retriever)
     return create_app(retriever, default_topk=topk, api_key=api_key,
                       info=retriever_info(retriever, index_dir), **limits)

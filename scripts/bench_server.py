@@ -1,0 +1,291 @@
+#!/usr/bin/env python
+"""Load test of ``searchgym serve``: throughput, latency, errors and memory over real HTTP on loopback.
+
+Builds a BM25 index over a synthetic corpus (Zipfian English-like vocabulary, ~90 words a passage; keyword
+queries of 2-6 words), starts the server as a subprocess on 127.0.0.1, and drives it with
+
+* raw ``httpx.AsyncClient`` requests (``concurrency`` tasks on one event loop), and
+* ``RemoteRetriever`` (``concurrency`` threads sharing one client),
+
+for batch sizes 1, 8, 64 x concurrency 1, 8, 32; each cell is bounded by ``--cell-seconds`` and
+``--max-requests``. The reference in the same run is in-process ``batch_search`` (no HTTP) on the same index.
+A soak (``--soak-seconds``, default 60) reports errors and the server's RSS (VmRSS) at its start and end.
+The load generator and the server share the machine's cores (2 here): the numbers include client cost.
+
+    python scripts/bench_server.py            # full run (~3 min)
+    python scripts/bench_server.py --quick    # ~30 s
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from searchgym.retrieval import Passage, build_index, load_index
+from searchgym.retrieval.remote import RemoteRetriever
+
+TOPK = 3
+QUERIES: list[str] = []  # set in main()
+
+
+# --- corpus and queries --------------------------------------------------------------------------------------
+def make_vocab(n: int, rng: random.Random) -> list[str]:
+    consonants, vowels = "bcdfghjklmnprstvwz", "aeiou"
+    words: set[str] = set()
+    while len(words) < n:
+        syl = rng.randint(1, 4)
+        words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(syl)) + rng.choice(["", "n", "s", "r"]))
+    return sorted(words)
+
+
+def make_corpus(n: int, seed: int = 0) -> tuple[list[Passage], list[str]]:
+    rng = random.Random(seed)
+    vocab = make_vocab(20_000, rng)
+    weights = [1.0 / (i + 1) for i in range(len(vocab))]  # Zipf
+    passages = []
+    for i in range(n):
+        words = rng.choices(vocab, weights=weights, k=rng.randint(60, 120))
+        title = " ".join(rng.choices(vocab[200:], k=2)).title()
+        passages.append(Passage(f"doc{i}", title, " ".join(words) + "."))
+    # keyword queries: content words (skipping the 100 most frequent), 2-6 of them
+    queries = [" ".join(rng.choices(vocab[100:5000], k=rng.randint(2, 6))) for _ in range(4096)]
+    return passages, queries
+
+
+# --- server process ------------------------------------------------------------------------------------------
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_server(index_dir: Path, port: int, extra: list[str]) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "searchgym.cli", "serve", str(index_dir), "--port", str(port), *extra]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited: {proc.stderr.read().decode()[-2000:]}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                return proc
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("server did not come up in 120 s")
+
+
+# --- load generators -----------------------------------------------------------------------------------------
+@dataclass
+class Cell:
+    client: str
+    batch: int
+    concurrency: int
+    latencies: list[float] = field(default_factory=list)
+    queries: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+
+    @property
+    def qps(self) -> float:
+        return self.queries / self.seconds if self.seconds else 0.0
+
+    def pct(self, p: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        xs = sorted(self.latencies)
+        return xs[min(len(xs) - 1, int(p / 100 * len(xs)))] * 1000
+
+
+def batches(queries: list[str], batch: int, offset: int):
+    i = offset
+    while True:
+        yield [queries[(i + j) % len(queries)] for j in range(batch)]
+        i += batch
+
+
+def _run_threads(cell: Cell, conc: int, seconds: float, max_requests: int, call) -> Cell:
+    """``conc`` threads each calling ``call(worker_index, batch_iter)`` -> ok, bounded by time and count."""
+    lock = threading.Lock()
+    budget = [max_requests]
+    deadline = time.perf_counter() + seconds
+
+    def worker(w: int) -> None:
+        for qs in batches(QUERIES, cell.batch, w * 997):
+            with lock:
+                if time.perf_counter() > deadline or budget[0] <= 0:
+                    return
+                budget[0] -= 1
+            t = time.perf_counter()
+            try:
+                ok = call(w, qs)
+            except Exception:  # noqa: BLE001 - counted as an error
+                ok = False
+            dt = time.perf_counter() - t
+            with lock:
+                cell.latencies.append(dt)
+                if ok:
+                    cell.queries += len(qs)
+                else:
+                    cell.errors += 1
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(conc)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    cell.seconds = time.perf_counter() - t0
+    return cell
+
+
+def drive_httpx(url: str, batch: int, conc: int, seconds: float, max_requests: int) -> Cell:
+    """Raw requests: one ``httpx.Client`` (one keep-alive connection) per thread."""
+    clients = [httpx.Client(base_url=url, timeout=30) for _ in range(conc)]
+    for c in clients:  # open the connections before timing
+        c.get("/health")
+
+    def call(w: int, qs: list[str]) -> bool:
+        r = clients[w].post("/retrieve", json={"queries": qs, "topk": TOPK, "return_scores": True})
+        return r.status_code == 200 and len(r.json()["result"]) == len(qs)
+
+    try:
+        return _run_threads(Cell("httpx", batch, conc), conc, seconds, max_requests, call)
+    finally:
+        for c in clients:
+            c.close()
+
+
+def drive_remote(url: str, batch: int, conc: int, seconds: float, max_requests: int) -> Cell:
+    """Through ``RemoteRetriever``: one shared client (its connection pool) for all threads."""
+    rr = RemoteRetriever(url, batch_size=batch, timeout=30, max_connections=conc)
+    rr.search(QUERIES[0], k=TOPK)
+    try:
+        return _run_threads(Cell("RemoteRetriever", batch, conc), conc, seconds, max_requests,
+                            lambda w, qs: len(rr.batch_search(qs, k=TOPK)) == len(qs))
+    finally:
+        rr.close()
+
+
+def local_reference(index_dir: Path, queries: list[str], seconds: float) -> list[tuple[int, float, float]]:
+    """In-process batch_search on the same index: (batch, queries/s, mean ms per call)."""
+    r = load_index(index_dir)
+    getattr(r, "warmup", lambda: None)()
+    out = []
+    for batch in (1, 8, 64):
+        r.batch_search(queries[:batch], TOPK)  # first call of a batch size may load another kernel
+        n, calls, t0 = 0, 0, time.perf_counter()
+        for qs in batches(queries, batch, 0):
+            r.batch_search(qs, TOPK)
+            n += len(qs)
+            calls += 1
+            if time.perf_counter() - t0 > seconds:
+                break
+        dt = time.perf_counter() - t0
+        out.append((batch, n / dt, dt / calls * 1000))
+    return out
+
+
+# --- main ----------------------------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--passages", type=int, default=10_000)
+    ap.add_argument("--cell-seconds", type=float, default=3.0, help="duration bound of each load cell")
+    ap.add_argument("--max-requests", type=int, default=20_000, help="request-count bound of each load cell")
+    ap.add_argument("--soak-seconds", type=float, default=60.0)
+    ap.add_argument("--workers", type=int, default=1, help="uvicorn workers of the server")
+    ap.add_argument("--quick", action="store_true", help="short cells (0.7 s) and a 10 s soak")
+    ap.add_argument("--out", type=Path, default=None, help="also write the markdown here")
+    args = ap.parse_args()
+    if args.quick:
+        args.cell_seconds, args.soak_seconds = min(args.cell_seconds, 0.7), min(args.soak_seconds, 10.0)
+
+    lines: list[str] = []
+
+    def emit(s: str = "") -> None:
+        print(s, flush=True)
+        lines.append(s)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        passages, queries = make_corpus(args.passages)
+        QUERIES[:] = queries
+        index_dir = build_index(passages, Path(tmp) / "idx", show_progress=False)
+        build_s = time.perf_counter() - t
+        ref = local_reference(index_dir, queries, min(args.cell_seconds, 2.0))
+
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        t = time.perf_counter()
+        proc = start_server(index_dir, port, ["--workers", str(args.workers)])
+        start_s = time.perf_counter() - t
+        try:
+            cells = []
+            for drive in (drive_httpx, drive_remote):
+                for batch in (1, 8, 64):
+                    for conc in (1, 8, 32):
+                        cells.append(drive(url, batch, conc, args.cell_seconds, args.max_requests))
+            rss_start = rss_mb(proc.pid)
+            soak = drive_httpx(url, 8, 8, args.soak_seconds, 10**9)
+            rss_end = rss_mb(proc.pid)
+            alive = proc.poll() is None
+        finally:
+            proc.terminate()
+            proc.wait(20)
+
+    emit(f"## searchgym serve benchmark: {args.passages:,}-passage BM25 index, top-{TOPK}, loopback HTTP")
+    emit()
+    emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; the load generator and the "
+         f"server share these cores. Index build {build_s:.1f} s; server start to healthy {start_s:.1f} s; "
+         f"server workers: {args.workers}; cells bounded by {args.cell_seconds:g} s / {args.max_requests:,} "
+         "requests.")
+    emit()
+    emit("Reference, same run: in-process `batch_search` (no HTTP):")
+    emit()
+    emit("| batch | queries/s | ms / call |")
+    emit("|---:|---:|---:|")
+    for batch, qps, ms in ref:
+        emit(f"| {batch} | {qps:,.0f} | {ms:.2f} |")
+    emit()
+    emit("| client | batch | concurrency | requests | queries/s | p50 ms | p99 ms | errors |")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for c in cells:
+        emit(f"| {c.client} | {c.batch} | {c.concurrency} | {len(c.latencies):,} | {c.qps:,.0f} | "
+             f"{c.pct(50):.2f} | {c.pct(99):.2f} | {c.errors} |")
+    emit()
+    best64 = max(c.qps for c in cells if c.batch == 64 and c.client == "httpx")
+    p99_1_8 = next(c.pct(99) for c in cells if c.batch == 1 and c.concurrency == 8 and c.client == "httpx")
+    emit("Targets:")
+    emit(f"- >= 5,000 queries/s at batch 64 through the server: {best64:,.0f} "
+         f"({'met' if best64 >= 5000 else 'NOT met'})")
+    emit(f"- p99 <= 20 ms at batch 1, concurrency 8: {p99_1_8:.1f} ms ({'met' if p99_1_8 <= 20 else 'NOT met'})")
+    growth = rss_end - rss_start
+    emit(f"- soak {soak.seconds:.0f} s (batch 8, concurrency 8, httpx): {len(soak.latencies):,} requests, "
+         f"{soak.qps:,.0f} queries/s, p99 {soak.pct(99):.1f} ms, errors {soak.errors}; server RSS "
+         f"{rss_start:.1f} MB at start -> {rss_end:.1f} MB at end ({growth:+.1f} MB); server alive: {alive}")
+    if args.out:
+        args.out.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
