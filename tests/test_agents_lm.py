@@ -10,10 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import searchgym  # noqa: E402,F401
-from searchgym.agents.lm import LMAgent, generate, load_model_and_tokenizer  # noqa: E402
-from searchgym.agents.rollout import rollout  # noqa: E402
-from searchgym.errors import ModelLoadError  # noqa: E402
+import searchgym  # noqa: F401
+from searchgym.agents.lm import LMAgent, generate, load_model_and_tokenizer
+from searchgym.agents.rollout import rollout
+from searchgym.errors import ModelLoadError
 
 SENTENCES = [
     "<think> I need the director </think> <search> who directed the film </search>",

@@ -35,6 +35,8 @@ RetrieverOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--retriever", help="bm25 (default), dense, hybrid, or an http:// /retrieve server.")]
 TopKOpt = Annotated[Optional[int], typer.Option("--top-k", help="Passages per search (default 3).")]  # noqa: UP045
 TurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", help="Searches per episode (default 4).")]  # noqa: UP045
+RetriesOpt = Annotated[int, typer.Option("--max-retries", help="OpenAI agent: retries per request (with backoff).")]
+TimeoutOpt = Annotated[float, typer.Option("--request-timeout", help="OpenAI agent: seconds per request.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
 SummaryOpt = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     "--summary-json", help="Also write the summary (and timing) as JSON here.")]
@@ -93,7 +95,8 @@ def show_episode(console: Any, traj: Any) -> None:
 
 def _run(agent_spec: str, *, env: str, split: str | None, n: int, samples: int, seed: int, out: Path | None,
          num_envs: int, base_url: str | None, temperature: float, top_p: float, max_new_tokens: int,
-         device: str, env_kw: dict[str, Any], progress: bool) -> tuple[list, float]:
+         device: str, env_kw: dict[str, Any], progress: bool, max_retries: int = 3,
+         request_timeout: float = 30.0) -> tuple[list, float]:
     import time
 
     from searchgym.agents.registry import make_agent
@@ -101,8 +104,9 @@ def _run(agent_spec: str, *, env: str, split: str | None, n: int, samples: int, 
     from searchgym.errors import AgentUnavailableError, SearchGymError
 
     try:
+        extra = {"max_retries": max_retries, "timeout": request_timeout} if base_url else {}
         agent = make_agent(agent_spec, seed=seed, base_url=base_url, temperature=temperature, top_p=top_p,
-                           max_new_tokens=max_new_tokens, device=device)
+                           max_new_tokens=max_new_tokens, device=device, **extra)
     except SearchGymError as exc:
         _fail(str(exc))
     written = [0]
@@ -153,6 +157,8 @@ def rollout_cmd(
     retriever: RetrieverOpt = None,
     top_k: TopKOpt = None,
     max_turns: TurnsOpt = None,
+    max_retries: RetriesOpt = 3,
+    request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
     summary_json: SummaryOpt = None,
 ) -> None:
@@ -164,7 +170,7 @@ def rollout_cmd(
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                        device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
-                       progress=progress)
+                       progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     console = Console()
     if show:
         for t in trajs[:show_max]:
@@ -200,6 +206,8 @@ def eval_cmd(
     retriever: RetrieverOpt = None,
     top_k: TopKOpt = None,
     max_turns: TurnsOpt = None,
+    max_retries: RetriesOpt = 3,
+    request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
     summary_json: SummaryOpt = None,
 ) -> None:
@@ -212,7 +220,7 @@ def eval_cmd(
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                        device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
-                       progress=progress)
+                       progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     ks, table = pass_at_k_table(trajs)
     console = Console()
     t = Table(title=f"pass@k of {agent} ({len({x.question_id for x in trajs})} questions x {samples} samples, "

@@ -26,6 +26,40 @@ from searchgym.trajectory import Step, Trajectory, TrajectoryWriter
 DEFAULT_ENV = "searchgym/SearchQA-v0"
 
 
+class _Interrupt:
+    """Ctrl-C handling: the first SIGINT is deferred to the next step boundary (so it never lands inside a
+    numba/torch kernel or a half-written line); a second one interrupts at once."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._old: Any = None
+
+    def __enter__(self):  # returns self
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.getsignal(signal.SIGINT)
+
+            def handler(signum: int, frame: Any) -> None:
+                if self.requested:
+                    raise KeyboardInterrupt
+                self.requested = True
+
+            signal.signal(signal.SIGINT, handler)
+        return self
+
+    def check(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            import signal
+
+            signal.signal(signal.SIGINT, self._old)
+
+
 def _accepts_indices(agent: Any) -> bool:
     try:
         return "indices" in inspect.signature(agent.act).parameters
@@ -166,13 +200,8 @@ def rollout(
         bar.advance(trajs)
 
     try:
-        if hasattr(env, "step_lists") and hasattr(env, "reset_lists"):
-            _rollout_vector(agent, env, n, samples, seed, policy_step, emit)
-        elif hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
-            raise ConfigError("rollout takes a searchgym vector env (SearchVectorEnv), an env id, or a single "
-                              f"gymnasium.Env; got {type(env).__name__}")
-        else:
-            _rollout_single(agent, env, n, samples, seed, policy_step, emit)
+        with _Interrupt() as intr:
+            _dispatch(agent, env, n, samples, seed, policy_step, emit, intr)
     finally:
         bar.close()
         if writer is not None:
@@ -180,6 +209,21 @@ def rollout(
         if owned:
             env.close()
     return results
+
+
+def _dispatch(agent: Any, env: Any, n: int, samples: int, seed: int, policy_step: int | None,
+              emit: Callable[[list[Trajectory]], None], intr: _Interrupt) -> None:
+    def checked(trajs: list[Trajectory]) -> None:
+        emit(trajs)
+        intr.check()
+
+    if hasattr(env, "step_lists") and hasattr(env, "reset_lists"):
+        _rollout_vector(agent, env, n, samples, seed, policy_step, checked)
+    elif hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
+        raise ConfigError("rollout takes a searchgym vector env (SearchVectorEnv), an env id, or a single "
+                          f"gymnasium.Env; got {type(env).__name__}")
+    else:
+        _rollout_single(agent, env, n, samples, seed, policy_step, checked)
 
 
 def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, policy_step: int | None,
