@@ -28,6 +28,7 @@ Retrieved titles for slot masking are read from a step's ``extra`` keys ``titles
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import math
@@ -183,6 +184,20 @@ class DiversityTracker:
     def update(self, step: int, trajectories: Sequence[Any], token_entropies: Any = None,
                rewards: Sequence[float] | None = None) -> dict[str, float]:
         """Take one policy step's trajectories; return (and log) the flat metric dict."""
+        # The update allocates many small short-lived objects; in a trainer with a large heap they would
+        # trigger full cyclic-GC passes. Reference counting frees them anyway, so pause the collector.
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            m = self._update(step, trajectories, token_entropies, rewards)
+        finally:
+            if was_enabled:
+                gc.enable()
+        self._log(step, m)
+        return m
+
+    def _update(self, step: int, trajectories: Sequence[Any], token_entropies: Any,
+                rewards: Sequence[float] | None) -> dict[str, float]:
         trajs = [_as_traj(t) for t in trajectories]
         m: dict[str, float] = {"step": float(step)}
         per_level: dict[str, list[str]] = defaultdict(list)
@@ -269,7 +284,6 @@ class DiversityTracker:
 
         self._check_alarm(step, m)
         self.history.append(m)
-        self._log(step, m)
         return m
 
     # ------------------------------------------------------------------------------------------
