@@ -18,6 +18,7 @@ import threading
 import types
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -93,10 +94,13 @@ class _Bm25sEngine:
         return self._topk_numpy(id_lists, k, n_threads)
 
     def _topk_numba(self, id_lists, k, n_threads):
-        lens = [len(q) for q in id_lists]
-        ptr = np.zeros(len(lens) + 1, dtype=self.int_dtype)
-        np.cumsum(lens, out=ptr[1:])
-        flat = np.fromiter((t for q in id_lists for t in q), dtype=self.int_dtype, count=int(ptr[-1]))
+        if len(id_lists) == 1:  # the single-query path: skip the batch bookkeeping
+            flat = np.array(id_lists[0], dtype=self.int_dtype)
+            ptr = np.array((0, len(flat)), dtype=self.int_dtype)
+        else:
+            ptr = np.zeros(len(id_lists) + 1, dtype=self.int_dtype)
+            ptr[1:] = np.cumsum(np.fromiter(map(len, id_lists), dtype=np.int64, count=len(id_lists)))
+            flat = np.fromiter(chain.from_iterable(id_lists), dtype=self.int_dtype, count=int(ptr[-1]))
         args = (flat, ptr, k, True, self.dtype, self.int_dtype, self.data, self.indptr, self.indices,
                 self.num_docs, self.nonocc, None)
         if n_threads > 1 and len(id_lists) >= 2 * n_threads:
