@@ -34,10 +34,14 @@ class _Worker:
     def __init__(self, num_envs: int, autoreset_mode: str, env_kwargs: dict[str, Any]):
         from searchgym.envs.vector import SearchVectorEnv
 
-        self.vec = SearchVectorEnv(num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
+        self.error: Exception | None = None
+        try:
+            self.vec = SearchVectorEnv(num_envs, autoreset_mode=autoreset_mode, **env_kwargs)
+        except Exception as exc:  # noqa: BLE001 - handed to the driver by ready(), typed as raised
+            self.error = exc
 
-    def ready(self) -> int:
-        return self.vec.num_envs
+    def ready(self) -> Exception | None:
+        return self.error
 
     def reset(self, seeds: list[int | None], options: dict[str, Any] | None):
         return self.vec.reset_lists(seed=seeds, options=options)
@@ -115,8 +119,11 @@ class RayVectorEnv(VectorEnv):
         self._workers = [actor_cls.remote(n, mode.value, env_kwargs) for n in sizes]
         self._finished: list[Trajectory] = []
         self.closed = False
-        # Surface construction errors (bad kwargs) here rather than on the first step.
-        ray.get([w.ready.remote() for w in self._workers])
+        # Surface construction errors (bad kwargs) here, with their own type, rather than on the first step.
+        errors = [e for e in ray.get([w.ready.remote() for w in self._workers]) if e is not None]
+        if errors:
+            self.close()
+            raise errors[0]
 
     def _split(self, xs: Sequence[Any]) -> list[list[Any]]:
         b = self._bounds

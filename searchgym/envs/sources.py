@@ -114,7 +114,7 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
         key = ("url", retriever, _freeze(kw), _freeze(cache))
         with _LOCK:
             if key not in _RETRIEVERS:
-                from searchgym.retrieval import RemoteRetriever
+                from searchgym.retrieval.remote import RemoteRetriever
 
                 _RETRIEVERS[key] = _maybe_cache(RemoteRetriever(retriever, **kw), cache)
             return _RETRIEVERS[key]

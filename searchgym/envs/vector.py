@@ -20,8 +20,8 @@ _PRIMITIVE = {bool: np.bool_, int: np.int64, float: np.float64}
 def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any]:
     """Gymnasium's dict-of-arrays info: ``info[key][i]`` for env ``i``, and a mask ``info["_key"]``.
 
-    A key whose values are all bool / int / float gets an array of that dtype; anything else (strings,
-    lists, None mixed in) an object array. Unlike ``VectorEnv._add_info`` the dtype does not depend on
+    A key whose values are all bool / int / float gets an array of that dtype; dict values are stacked
+    recursively; anything else (strings, lists, None mixed in) an object array. Unlike ``VectorEnv._add_info`` the dtype does not depend on
     which environment reported first.
     """
     keys: dict[str, None] = {}
@@ -39,6 +39,10 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
                 vals[i] = v
                 mask[i] = True
                 types.add(type(v))
+        if types == {dict}:  # nested infos (e.g. same-step "final_info") stack recursively
+            out[k] = stack_infos([v if m else None for v, m in zip(vals, mask)], num_envs)
+            out["_" + k] = mask
+            continue
         if len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE and mask.all():
             arr = np.array(vals, dtype=_PRIMITIVE[t])
         elif len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE:
