@@ -19,6 +19,7 @@ The load generator and the server share the machine's cores (2 here): the number
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import platform
 import random
@@ -78,6 +79,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """user + system CPU time of a process (robust to other load on the machine, unlike wall time)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_server(index_dir: Path, port: int, extra: list[str]) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "searchgym.cli", "serve", str(index_dir), "--port", str(port), *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -105,6 +112,7 @@ class Cell:
     queries: int = 0
     errors: int = 0
     seconds: float = 0.0
+    server_cpu: float = 0.0
 
     @property
     def qps(self) -> float:
@@ -188,8 +196,11 @@ def drive_remote(url: str, batch: int, conc: int, seconds: float, max_requests: 
 
 
 def local_reference(index_dir: Path, queries: list[str], seconds: float) -> list[tuple[int, float, float]]:
-    """In-process batch_search on the same index: (batch, queries/s, mean ms per call)."""
+    """In-process batch_search on the same index and search threads as the server (1):
+    (batch, queries/s, mean ms per call)."""
     r = load_index(index_dir)
+    if isinstance(getattr(r, "n_threads", None), int):
+        r.n_threads = 1
     getattr(r, "warmup", lambda: None)()
     out = []
     for batch in (1, 8, 64):
@@ -221,6 +232,7 @@ def main() -> None:
         args.cell_seconds, args.soak_seconds = min(args.cell_seconds, 0.7), min(args.soak_seconds, 10.0)
 
     lines: list[str] = []
+    load_start = os.getloadavg()[0]
 
     def emit(s: str = "") -> None:
         print(s, flush=True)
@@ -244,7 +256,10 @@ def main() -> None:
             for drive in (drive_httpx, drive_remote):
                 for batch in (1, 8, 64):
                     for conc in (1, 8, 32):
-                        cells.append(drive(url, batch, conc, args.cell_seconds, args.max_requests))
+                        c0 = cpu_seconds(proc.pid)
+                        cell = drive(url, batch, conc, args.cell_seconds, args.max_requests)
+                        cell.server_cpu = cpu_seconds(proc.pid) - c0
+                        cells.append(cell)
             rss_start = rss_mb(proc.pid)
             soak = drive_httpx(url, 8, 8, args.soak_seconds, 10**9)
             rss_end = rss_mb(proc.pid)
@@ -253,25 +268,30 @@ def main() -> None:
             proc.terminate()
             proc.wait(20)
 
+    load_end = os.getloadavg()[0]
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
     emit(f"## searchgym serve benchmark: {args.passages:,}-passage BM25 index, top-{TOPK}, loopback HTTP")
     emit()
     emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; the load generator and the "
          f"server share these cores. Index build {build_s:.1f} s; server start to healthy {start_s:.1f} s; "
-         f"server workers: {args.workers}; cells bounded by {args.cell_seconds:g} s / {args.max_requests:,} "
-         "requests.")
+         f"server workers: {args.workers}; uvicorn http={http}, loop={loop}; cells bounded by "
+         f"{args.cell_seconds:g} s / {args.max_requests:,} requests. Load average (1 min) {load_start:.1f} at "
+         f"the start, {load_end:.1f} at the end (other processes on the machine).")
     emit()
-    emit("Reference, same run: in-process `batch_search` (no HTTP):")
+    emit("Reference, same run: in-process `batch_search` (no HTTP), one search thread like the server:")
     emit()
     emit("| batch | queries/s | ms / call |")
     emit("|---:|---:|---:|")
     for batch, qps, ms in ref:
         emit(f"| {batch} | {qps:,.0f} | {ms:.2f} |")
     emit()
-    emit("| client | batch | concurrency | requests | queries/s | p50 ms | p99 ms | errors |")
-    emit("|---|---:|---:|---:|---:|---:|---:|---:|")
+    emit("| client | batch | concurrency | requests | queries/s | p50 ms | p99 ms | errors | server CPU us/query |")
+    emit("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for c in cells:
+        cpu = f"{c.server_cpu / c.queries * 1e6:,.0f}" if c.queries else "-"
         emit(f"| {c.client} | {c.batch} | {c.concurrency} | {len(c.latencies):,} | {c.qps:,.0f} | "
-             f"{c.pct(50):.2f} | {c.pct(99):.2f} | {c.errors} |")
+             f"{c.pct(50):.2f} | {c.pct(99):.2f} | {c.errors} | {cpu} |")
     emit()
     best64 = max(c.qps for c in cells if c.batch == 64 and c.client == "httpx")
     p99_1_8 = next(c.pct(99) for c in cells if c.batch == 1 and c.concurrency == 8 and c.client == "httpx")

@@ -29,6 +29,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         api_key: Annotated[str | None, typer.Option(
             "--api-key", envvar="SEARCHGYM_API_KEY",
             help="Require 'Authorization: Bearer KEY' on /retrieve and /info.")] = None,
+        search_threads: Annotated[int, typer.Option(
+            min=1, help="Threads one batch_search may use (BM25 numba). 1: parallelism comes from "
+                        "concurrent requests instead.")] = 1,
         access_log: Annotated[bool, typer.Option(help="Log every request (slower).")] = False,
     ) -> None:
         """Serve an index over HTTP: POST /retrieve (Search-R1 / verl contract), GET /health, GET /info."""
@@ -48,7 +51,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         err.print(f"serving {index_dir} on http://{host}:{port} (POST /retrieve, GET /health, GET /info)")
         try:
             serve(index_dir, host=host, port=port, topk=topk, workers=workers, api_key=api_key or None,
-                  access_log=access_log)
+                  search_threads=search_threads, access_log=access_log)
         except (SearchGymError, ValueError) as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(1) from None

@@ -46,6 +46,7 @@ _DOC_CACHE_MAX = 100_000          # encoded documents kept; the cache is cleared
 ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
 ENV_TOPK = "SEARCHGYM_SERVE_TOPK"
 ENV_API_KEY = "SEARCHGYM_API_KEY"
+ENV_SEARCH_THREADS = "SEARCHGYM_SERVE_SEARCH_THREADS"
 
 try:  # optional: a faster JSON decoder
     import orjson as _orjson  # type: ignore[import-not-found]
@@ -429,23 +430,29 @@ def app_from_env() -> FastAPI:
     if not index_dir:
         raise RuntimeError(f"{ENV_INDEX_DIR} is not set; start the server with `searchgym serve INDEX_DIR`")
     return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")),
-                    api_key=os.environ.get(ENV_API_KEY) or None)
+                    api_key=os.environ.get(ENV_API_KEY) or None,
+                    search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")))
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk: int = 3, workers: int = 1,
-          api_key: str | None = None, *, access_log: bool = False, log_level: str = "info") -> None:
+          api_key: str | None = None, *, search_threads: int = 1, access_log: bool = False,
+          log_level: str = "info") -> None:
     """Serve ``index_dir`` until interrupted. ``workers > 1`` starts that many uvicorn processes,
     each loading the index itself (memory grows with the count)."""
     import uvicorn
 
     index_dir = Path(index_dir)
     if workers > 1:
+        from searchgym.retrieval.index import read_manifest
+
+        read_manifest(index_dir)  # fail here, clearly, rather than in every worker
         os.environ[ENV_INDEX_DIR] = str(index_dir.resolve())
         os.environ[ENV_TOPK] = str(topk)
+        os.environ[ENV_SEARCH_THREADS] = str(search_threads)
         if api_key:
             os.environ[ENV_API_KEY] = api_key
         uvicorn.run("searchgym.retrieval.server:app_from_env", factory=True, host=host, port=port,
                     workers=workers, access_log=access_log, log_level=log_level)
     else:
-        app = load_app(index_dir, topk=topk, api_key=api_key)
+        app = load_app(index_dir, topk=topk, api_key=api_key, search_threads=search_threads)
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
