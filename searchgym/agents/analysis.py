@@ -86,12 +86,14 @@ def answer_type(question: str) -> str:
 class QuestionSpec:
     """A world question, parsed. ``chain`` holds candidate relation keys per hop (inner hop first)."""
 
-    kind: str  # "ask" | "yesno" | "compare"
+    kind: str  # "ask" | "yesno" | "compare" | "intersect"
     subject: str  # the named entity the chain starts from (A for comparisons)
     chain: list[tuple[str, ...]] = field(default_factory=list)
     obj: str | None = None  # yes/no: the claimed value
     other: str | None = None  # comparison: B
     direction: str | None = None  # comparison: "min" | "max"
+    values: tuple[str, ...] = ()  # intersection: the constraint values, one per chain entry
+    etype: str | None = None  # intersection: the type of the entity asked for
 
     @property
     def hops(self) -> int:
@@ -141,7 +143,33 @@ def _grammar() -> dict[str, list] | None:
             compares.append((_rx(natural), r.key, direction))
             for tpl in COMPARE.values():
                 compares.append((_rx(tpl.replace("{P}", phrase)), r.key, direction))
-    return {"ask": asks, "desc": descs, "yesno": yesnos, "compare": compares}
+    return {"ask": asks, "desc": descs, "yesno": yesnos, "compare": compares, "intersect": _intersect_grammar()}
+
+
+def _intersect_grammar() -> list[tuple[re.Pattern[str], str, str, str]]:
+    """(regex with groups v1/v2, relation key 1, relation key 2, entity type) for intersection questions."""
+    try:
+        from searchgym.data.world import schema
+    except ImportError:  # pragma: no cover
+        return []
+    inter = getattr(schema, "INTERSECT", None)
+    clause = getattr(schema, "CLAUSE", {})
+    frames = getattr(schema, "INTERSECT_Q", {})
+    nouns = getattr(schema, "TYPE_NOUN", {})
+    if not inter:
+        return []
+    out = []
+    for etype, combos in inter.items():
+        for r1, r2, natural in combos:
+            k1, k2 = f"{etype}.{r1}", f"{etype}.{r2}"
+            out.append((_rx(natural), k1, k2, etype))
+            if k1 in clause and k2 in clause:
+                c1 = clause[k1].replace("{a_v}", "{a_v1}").replace("{v}", "{v1}")
+                c2 = clause[k2].replace("{a_v}", "{a_v2}").replace("{v}", "{v2}")
+                for tpl in frames.values():
+                    t = tpl.replace("{T}", nouns.get(etype, etype)).replace("{C1}", c1).replace("{C2}", c2)
+                    out.append((_rx(t, a_v1=r"an? (?P<v1>.+?)", a_v2=r"an? (?P<v2>.+?)"), k1, k2, etype))
+    return out
 
 
 def _unwind(subject: str, depth: int = 0) -> tuple[str, list[tuple[str, ...]]]:
@@ -184,6 +212,11 @@ def parse_spec(question: str) -> QuestionSpec | None:
     if cmp_m is not None:
         return QuestionSpec("compare", cmp_m.group("A").strip(), [_ask_keys(cmp_keys)],
                             other=cmp_m.group("B").strip(), direction=cmp_dir)
+    inter = [(m, k1, k2, etype) for rx, k1, k2, etype in g["intersect"] if (m := rx.match(q))]
+    if inter:  # the reading with the shortest values ("Which person was born in X and ..." is not v2=person)
+        m, k1, k2, etype = min(inter, key=lambda x: len(x[0].group("v1")) + len(x[0].group("v2")))
+        return QuestionSpec("intersect", "", [(k1,), (k2,)], values=(m.group("v1").strip(), m.group("v2").strip()),
+                            etype=etype)
     yn: dict[tuple[str, str], list[str]] = {}
     for rx, key in g["yesno"]:
         m = rx.match(q)

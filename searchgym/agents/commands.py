@@ -66,9 +66,10 @@ def _fmt(x: float) -> str:
 def summary_table(summary: dict[str, dict[str, float]], title: str) -> Any:
     from rich.table import Table
 
-    t = Table(title=title, title_justify="left")
-    for col in ("family", "episodes", "EM", "F1", "gold recall", "searches/ep", "invalid rate"):
-        t.add_column(col, justify="left" if col == "family" else "right")
+    t = Table(title=title, title_justify="left", caption="recall: share of gold passages retrieved; searches: per "
+              "episode; invalid: share of actions", caption_justify="left")
+    for col in ("family", "n", "EM", "F1", "recall", "searches", "invalid"):
+        t.add_column(col, justify="left" if col == "family" else "right", no_wrap=True)
     for fam, row in summary.items():
         t.add_row(fam if fam != "all" else "[bold]all[/]", str(int(row["episodes"])), _fmt(row["em"]),
                   _fmt(row["f1"]), _fmt(row["recall"]), f"{row['searches']:.2f}", _fmt(row["invalid"]),
@@ -177,8 +178,8 @@ def rollout_cmd(
             show_episode(console, t)
     summary = summarize(trajs)
     rate = len(trajs) / secs * 60 if secs > 0 else float("inf")
-    console.print(summary_table(summary, f"{agent} on {env} ({split or 'default split'}): {len(trajs)} episodes, "
-                                         f"{rate:,.0f} episodes/min"))
+    data = dataset or split or "train"
+    console.print(summary_table(summary, f"{agent} on {env} ({data}): {len(trajs)} episodes, {rate:,.0f} episodes/min"))
     if out is not None:
         console.print(f"trajectories: {out}")
     if summary_json is not None:

@@ -119,6 +119,8 @@ class EntityStrategy(Strategy):
 
     def first(self, st: EpisodeState) -> tuple[str, str]:
         spec = st.spec
+        if spec is not None and spec.kind == "intersect":
+            return " ".join([*spec.values, *_chain_nouns(spec)]), "I will search for the two facts it must have."
         if spec is not None:
             ents = [spec.subject] + ([spec.other] if spec.other else []) + ([spec.obj] if spec.obj else [])
             q = " ".join(ents[:2] + _chain_nouns(spec))
@@ -168,6 +170,19 @@ def rephrase_generic(question: str) -> str:
     return q
 
 
+def _intersect_declarative(spec: QuestionSpec) -> str:
+    try:
+        from searchgym.data.world.schema import CLAUSE, TYPE_NOUN
+    except ImportError:  # pragma: no cover
+        return " ".join(spec.values)
+    parts = []
+    for keys, v in zip(spec.chain, spec.values):
+        c = CLAUSE.get(keys[0], "{v}")
+        parts.append(c.format(v=v, a_v=("an " if v[:1].lower() in "aeiou" else "a ") + v))
+    noun = TYPE_NOUN.get(spec.etype or "", spec.etype or "one")
+    return f"The {noun} {' and '.join(parts)}"
+
+
 class RephraseStrategy(Strategy):
     name = "rephrase"
 
@@ -181,6 +196,8 @@ class RephraseStrategy(Strategy):
             return rephrase_generic(st.question), think
         if spec.kind == "yesno" and r.yn:
             return _declarative(r.yn[1], _desc_phrase(spec), spec.obj or ""), think
+        if spec.kind == "intersect":
+            return _intersect_declarative(spec), think
         if spec.kind == "compare" and r.cmp:
             return f"{spec.subject} {r.cmp[0]} than {spec.other}", think
         return _declarative(r.patterns[0], _desc_phrase(spec)), think
@@ -199,6 +216,8 @@ class DecomposeStrategy(Strategy):
         spec = st.spec
         if spec is None:
             return " ".join(_content(st.question)) or st.question, "First I find the entity the question hinges on."
+        if spec.kind == "intersect":
+            return " ".join(spec.values), f"I need the one that matches both {spec.values[0]} and {spec.values[1]}."
         if spec.kind == "compare":
             return self._hop_query(spec.subject, spec.final), \
                 f"I need the {relation_noun(spec.final[0])} of {spec.subject} and of {spec.other}."
@@ -213,6 +232,18 @@ class DecomposeStrategy(Strategy):
         if spec is None:
             return self._generic_follow_up(st)
         res = resolve(spec, st.mem)
+        if spec.kind == "intersect":
+            if res.value is not None:
+                return None
+            for name, missing in res.candidates:
+                q = self._hop_query(name, spec.chain[missing])
+                if q not in st.queries:
+                    return q, f"{name} fits one condition; I check the other."
+            for keys, v in zip(spec.chain, spec.values):
+                q = f"{v} {' '.join(relation_terms(keys[0]))}"
+                if q not in st.queries:
+                    return q, f"I search for {v} differently."
+            return None
         if spec.kind == "compare":
             a_known = st.mem.lookup(spec.subject, spec.final) is not None
             who = (spec.other if a_known else spec.subject) or ""

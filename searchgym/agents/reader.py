@@ -101,6 +101,7 @@ class Memory:
 
     docs: list[RetrievedDoc] = field(default_factory=list)
     facts: dict[tuple[str, str], str] = field(default_factory=dict)
+    names: dict[str, str] = field(default_factory=dict)  # lower-cased entity -> entity as written
     seen: set[tuple[str, str]] = field(default_factory=set)
 
     def add(self, docs: Iterable[RetrievedDoc]) -> None:
@@ -112,6 +113,7 @@ class Memory:
             self.docs.append(d)
             for f in extract_facts(d.title, d.text):
                 self.facts.setdefault((f.entity.lower(), f.relation), f.value)
+                self.names.setdefault(f.entity.lower(), f.entity)
 
     def lookup(self, entity: str, keys: Sequence[str]) -> str | None:
         e = entity.lower().strip()
@@ -130,9 +132,30 @@ class Resolution:
     entity: str
     value: str | None = None
     values: tuple[str | None, str | None] = (None, None)  # comparison: (A's, B's)
+    # intersection: entities that meet one constraint, with the index (0/1) of the constraint still unknown
+    candidates: list[tuple[str, int]] = field(default_factory=list)
+
+
+def _resolve_intersection(spec: QuestionSpec, mem: Memory) -> Resolution:
+    (k1, k2), (v1, v2) = (spec.chain[0], spec.chain[1]), spec.values
+    partial: list[tuple[str, int]] = []
+    for low, name in mem.names.items():
+        a, b = mem.lookup(low, k1), mem.lookup(low, k2)
+        ok1 = a is not None and _same(a, v1)
+        ok2 = b is not None and _same(b, v2)
+        if ok1 and ok2:
+            return Resolution(hop=2, entity=name, value=name)
+        if ok1 and b is None:
+            partial.append((name, 1))
+        elif ok2 and a is None:
+            partial.append((name, 0))
+    partial.sort(key=lambda c: c[1], reverse=True)  # entities matching the first (more specific) constraint first
+    return Resolution(hop=1 if partial else 0, entity=partial[0][0] if partial else "", candidates=partial)
 
 
 def resolve(spec: QuestionSpec, mem: Memory) -> Resolution:
+    if spec.kind == "intersect":
+        return _resolve_intersection(spec, mem)
     if spec.kind == "compare":
         keys = spec.final
         va, vb = mem.lookup(spec.subject, keys), mem.lookup(spec.other or "", keys)
@@ -183,6 +206,10 @@ class Reader:
             if na is not None or nb is not None:
                 return spec.subject, 0.2  # half the facts: a guess
             return None, 0.0
+        if spec.kind == "intersect":
+            if res.value is not None:
+                return res.value, 1.0
+            return (res.candidates[0][0], 0.3) if res.candidates else (None, 0.0)
         if spec.kind == "yesno":
             if res.value is None:
                 return None, 0.0
@@ -270,5 +297,7 @@ class Reader:
                 return "no", 0.1
             if spec.kind == "compare":
                 return a or spec.subject, 0.1
+            if spec.kind == "intersect" and a is not None:
+                return a, conf
         a, conf = self.span_answer(question, mem.docs)
         return (a or "unknown"), conf
