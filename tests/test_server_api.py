@@ -273,28 +273,35 @@ def test_httpx_sees_no_server_error_for_any_bad_input(server):
 
 
 # --- the command line: `searchgym serve INDEX_DIR` in a subprocess ------------------------------------------
-def test_serve_command_subprocess(bm25, tmp_path):
+def _start_cli(index_dir, *args: str, env: dict | None = None):
     import os
     import subprocess
     import sys
     import time
 
     port = live.free_port()
-    env = {**os.environ, "SEARCHGYM_API_KEY": "from-env"}
-    proc = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "serve", str(bm25[1]), "--port", str(port),
-                             "--topk", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([sys.executable, "-m", "searchgym.cli", "serve", str(index_dir), "--port", str(port),
+                             *args], env={**os.environ, **(env or {})}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stdout.read().decode()[-2000:])
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("server did not come up")
+        time.sleep(0.1)
+
+
+def test_serve_command_subprocess(bm25):
+    proc, url = _start_cli(bm25[1], "--topk", "1", env={"SEARCHGYM_API_KEY": "from-env"})
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not come up"
-            time.sleep(0.1)
         payload = {"queries": ["zebra stripes"]}
         assert httpx.post(url + "/retrieve", json=payload).status_code == 401
         r = httpx.post(url + "/retrieve", json=payload, headers={"Authorization": "Bearer from-env"})
@@ -304,6 +311,20 @@ def test_serve_command_subprocess(bm25, tmp_path):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+@pytest.mark.slow
+def test_serve_command_workers(bm25):
+    proc, url = _start_cli(bm25[1], "--workers", "2", "--api-key", "w")
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": "Bearer w"}) as c:
+            for _ in range(8):  # new connections spread over both worker processes
+                r = c.post("/retrieve", json={"queries": ["zebra stripes"], "topk": 1}, headers={"Connection": "close"})
+                assert r.json() == {"result": [[Z1]]}
+            assert httpx.post(url + "/retrieve", json={"queries": ["zebra"]}).status_code == 401
+    finally:
+        proc.terminate()
+        proc.wait(30)
 
 
 def test_serve_command_missing_index_is_clean_error(tmp_path):
