@@ -3,6 +3,7 @@
 All agents follow one protocol (:class:`searchgym.agents.base.Agent`): batched
 ``act(observations, infos) -> actions`` in the environment's text grammar, plus ``reset(indices)``.
 Heavy modules (torch, transformers, httpx) load only when the agent that needs them is used.
+The rollout loop is ``from searchgym.agents.rollout import rollout`` (``searchgym.agents.rollout`` is the module).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ _LAZY = {
     "Reader": "searchgym.agents.reader",
     "make_agent": "searchgym.agents.registry",
     "available_agents": "searchgym.agents.registry",
-    "rollout": "searchgym.agents.rollout",
     "summarize": "searchgym.agents.rollout",
 }
 
