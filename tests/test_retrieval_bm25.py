@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, QueryError
 from searchgym.retrieval import BM25Retriever, Passage, Retriever, Tokenizer, build_retriever, load_corpus
 from searchgym.retrieval.bm25 import NUMBA_AVAILABLE
 
@@ -60,6 +60,8 @@ def test_empty_and_stopword_queries_return_nothing(bm25):
     assert bm25.batch_search(["", "capital of France", "the"], 2)[1][0].id == "d3"
     assert bm25.batch_search([], 3) == []
     assert bm25.search("capital", 0) == []
+    with pytest.raises(QueryError):
+        bm25.batch_search(["fine", None], 3)  # type: ignore[list-item]
 
 
 def test_k_larger_than_corpus_returns_every_match(passages, bm25):

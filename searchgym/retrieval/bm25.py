@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.errors import ConfigError
+from searchgym.errors import ConfigError, QueryError
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.tokenize import Tokenizer, TokenizerConfig
 
@@ -232,7 +232,10 @@ class BM25Retriever:
     # -- search -------------------------------------------------------------------------------------
     def _encode(self, query: str):
         if self.backend == "rank_bm25":
-            return self.tokenizer.tokenize(query)[: self._qenc.max_terms * 4]
+            toks = self.tokenizer.tokenize(query)
+            if len(toks) > self._qenc.max_terms:  # same cap as the bm25s path
+                toks = list(dict.fromkeys(toks))[: self._qenc.max_terms]
+            return toks
         return self._qenc.ids(query)
 
     def search(self, query: str, k: int = 3) -> list[Hit]:
@@ -244,7 +247,11 @@ class BM25Retriever:
         if k <= 0:
             return [[] for _ in queries]
         k = min(int(k), len(self._passages))
-        encoded = [self._encode(q) for q in queries]
+        try:
+            encoded = [self._encode(q) for q in queries]
+        except (AttributeError, TypeError):
+            bad = next(q for q in queries if not isinstance(q, str))
+            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
         live = [i for i, q in enumerate(encoded) if q]
         results: list[list[Hit]] = [[] for _ in encoded]
         if not live:

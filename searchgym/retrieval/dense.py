@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.errors import ConfigError, ModelLoadError
+from searchgym.errors import ConfigError, ModelLoadError, QueryError
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.tokenize import Tokenizer
 
@@ -169,6 +169,9 @@ class DenseRetriever:
         if isinstance(queries, str):
             raise TypeError("batch_search takes a list of queries; use search() for one")
         results: list[list[Hit]] = [[] for _ in queries]
+        for q in queries:
+            if not isinstance(q, str):
+                raise QueryError(f"a query must be a string, got {type(q).__name__}: {q!r:.80}")
         live = [i for i, q in enumerate(queries) if self._stop.has_terms(q[:MAX_QUERY_CHARS])]
         if k <= 0 or not live:
             return results
