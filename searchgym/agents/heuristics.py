@@ -239,10 +239,12 @@ class DecomposeStrategy(Strategy):
                 q = self._hop_query(name, spec.chain[missing])
                 if q not in st.queries:
                     return q, f"{name} fits one condition; I check the other."
-            for keys, v in zip(spec.chain, spec.values):
-                q = f"{v} {' '.join(relation_terms(keys[0]))}"
+            (k1, k2), (v1, v2) = spec.chain, spec.values
+            variants = [f"{v1} {' '.join(relation_terms(k1[0], 2))} {v2} {' '.join(relation_terms(k2[0], 2))}",
+                        *(f"{v} {' '.join(relation_terms(k[0]))}" for k, v in zip(spec.chain, spec.values))]
+            for q in variants:
                 if q not in st.queries:
-                    return q, f"I search for {v} differently."
+                    return q, "I search for both conditions with the words passages use."
             return None
         if spec.kind == "compare":
             a_known = st.mem.lookup(spec.subject, spec.final) is not None

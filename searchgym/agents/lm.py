@@ -174,7 +174,7 @@ def generate(
     ents: list[list[float]] = [[] for _ in range(n)]
     finish = ["length"] * n
     stop_hit: list[str | None] = [None] * n
-    active = torch.ones(n, dtype=torch.bool)
+    active = [True] * n
     greedy = temperature == 0
     scale = 1.0 if greedy else float(temperature)
 
@@ -182,6 +182,8 @@ def generate(
     model.eval()
     past = None
     cur_ids, cur_pos = input_ids, position_ids
+    alive = list(range(n))  # batch row -> prompt index; finished rows are dropped from the batch (and cache)
+    can_compact = True
     try:
         with torch.inference_mode():
             for _step in range(max_new_tokens):
@@ -199,13 +201,13 @@ def generate(
                     nxt = torch.multinomial(sp, 1, generator=generator).squeeze(-1)
                 lp = logp_all.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
                 nxt_c, lp_c, ent_c = nxt.tolist(), lp.tolist(), entropy.tolist()
-                for i in range(n):
+                for r, i in enumerate(alive):
                     if not active[i]:
                         continue
-                    tok = nxt_c[i]
+                    tok = nxt_c[r]
                     gen_ids[i].append(tok)
-                    logps[i].append(lp_c[i])
-                    ents[i].append(ent_c[i])
+                    logps[i].append(lp_c[r])
+                    ents[i].append(ent_c[r])
                     if tok in eos:
                         finish[i] = "eos"
                         active[i] = False
@@ -219,14 +221,26 @@ def generate(
                                 finish[i], stop_hit[i] = "stop", s
                                 active[i] = False
                                 break
-                if not bool(active.any()):
+                keep = [r for r, i in enumerate(alive) if active[i]]
+                if not keep:
                     break
-                # Finished rows keep decoding a pad token; their outputs are ignored.
-                feed = torch.tensor([t if a else pad for t, a in zip(nxt_c, active.tolist())],
+                if can_compact and len(keep) <= 0.75 * len(alive):
+                    # Drop finished rows from the batch and the KV cache, so they cost nothing any more.
+                    idx = torch.tensor(keep, dtype=torch.long, device=device)
+                    try:
+                        past.batch_select_indices(idx)
+                    except (AttributeError, NotImplementedError, TypeError):
+                        can_compact = False
+                    else:
+                        alive = [alive[r] for r in keep]
+                        attn, cur_pos = attn[idx], cur_pos[idx]
+                        nxt_c = [nxt_c[r] for r in keep]
+                # Finished rows that are still in the batch decode a pad token; their outputs are ignored.
+                feed = torch.tensor([t if active[i] else pad for t, i in zip(nxt_c, alive)],
                                     dtype=torch.long, device=device)
                 cur_ids = feed.unsqueeze(-1)
                 cur_pos = cur_pos[:, -1:] + 1
-                attn = torch.cat([attn, torch.ones((n, 1), dtype=attn.dtype, device=device)], dim=-1)
+                attn = torch.cat([attn, torch.ones((len(alive), 1), dtype=attn.dtype, device=device)], dim=-1)
     finally:
         if was_training:
             model.train()
