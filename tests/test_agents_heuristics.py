@@ -167,3 +167,12 @@ def test_single_env_rollout_and_samples():
     assert len(trajs) == 6
     assert [t.question_id for t in trajs][::2] == [t.question_id for t in trajs][1::2]
     assert {t.extra["sample"] for t in trajs} == {0, 1}
+
+
+def test_heuristics_respect_the_env_search_budget():
+    env = gym.make("searchgym/SearchQA-v0", split="dev", max_turns=1)
+    trajs = rollout(HeuristicAgent("decompose"), env, 6, progress=False)
+    assert all(t.num_searches == 1 and t.steps[-1].kind == "answer" for t in trajs)
+    env0 = gym.make("searchgym/SearchQA-v0", split="dev", max_turns=0)
+    trajs = rollout(HeuristicAgent("prf"), env0, 3, progress=False)
+    assert all(t.num_searches == 0 and [s.kind for s in t.steps] == ["answer"] for t in trajs)

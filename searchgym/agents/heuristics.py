@@ -64,6 +64,7 @@ class EpisodeState:
     queries: list[str] = field(default_factory=list)
     rng: random.Random = field(default_factory=random.Random)
     done: bool = False
+    budget: int = 4  # searches allowed this episode (the agent's cap and the env's max_turns)
 
     @property
     def searches(self) -> int:
@@ -223,7 +224,7 @@ class DecomposeStrategy(Strategy):
                 f"I need the {relation_noun(spec.final[0])} of {spec.subject} and of {spec.other}."
         if len(spec.chain) > 1:
             return self._hop_query(spec.subject, spec.chain[0]), \
-                f"First I need {relation_noun(spec.chain[0][0])} of {spec.subject}."
+                f"First I need the {relation_noun(spec.chain[0][0])} of {spec.subject}."
         return self._hop_query(spec.subject, spec.chain[0]), \
             f"I need the {relation_noun(spec.chain[0][0])} of {spec.subject}."
 
@@ -397,8 +398,12 @@ class HeuristicAgent:
     def _start(self, slot: int, obs: str, info: Mapping) -> EpisodeState:
         question = parse_question(obs, dict(info))
         rng = self._episode_rng(slot, question)
+        budget = self.max_searches
+        turns = info.get("max_turns")
+        if isinstance(turns, (int, float)) and not isinstance(turns, bool):
+            budget = min(budget, int(turns))
         st = EpisodeState(question=question, spec=parse_spec(question), strategy=self.choose_strategy(rng),
-                          rng=rng)
+                          rng=rng, budget=budget)
         self._slots[slot] = st
         return st
 
@@ -418,6 +423,8 @@ class HeuristicAgent:
         st = self._slots.get(slot)
         if st is None or st.done or is_new_episode(obs, dict(info)):
             st = self._start(slot, obs, info)
+            if st.budget <= 0:  # no searches allowed: answer from nothing
+                return self._answer(st)
             q, think = st.strategy.first(st)
             return self._search(st, q, think)
         docs = parse_information(obs)
@@ -426,8 +433,7 @@ class HeuristicAgent:
             return self._answer(st)
         st.mem.add(docs)
         _, conf = self.reader.answer(st.question, st.mem, st.spec)
-        budget = min(self.max_searches, int(info.get("max_searches", self.max_searches) or self.max_searches))
-        if conf >= CONFIDENT or st.searches >= budget:
+        if conf >= CONFIDENT or st.searches >= st.budget:
             return self._answer(st)
         nxt = st.strategy.follow_up(st)
         if nxt is None:
