@@ -176,3 +176,33 @@ def test_heuristics_respect_the_env_search_budget():
     env0 = gym.make("searchgym/SearchQA-v0", split="dev", max_turns=0)
     trajs = rollout(HeuristicAgent("prf"), env0, 3, progress=False)
     assert all(t.num_searches == 0 and [s.kind for s in t.steps] == ["answer"] for t in trajs)
+
+
+class StackedInfoVec:
+    """A vector env that offers only Gymnasium's standard API (stacked infos), as RayVectorEnv does."""
+
+    def __init__(self, vec):
+        self._vec = vec
+        self.num_envs = vec.num_envs
+
+    def reset(self, **kw):
+        return self._vec.reset(**kw)
+
+    def step(self, actions):
+        return self._vec.step(actions)
+
+    def get_attr(self, name):
+        return self._vec.get_attr(name)
+
+    def set_agent(self, *a):
+        self._vec.set_agent(*a)
+
+    def pop_finished_trajectories(self):
+        return self._vec.pop_finished_trajectories()
+
+
+def test_rollout_on_a_standard_api_vector_env(vec):
+    direct = rollout(HeuristicAgent("decompose"), vec, 10, progress=False, seed=4)
+    proxied = rollout(HeuristicAgent("decompose"), StackedInfoVec(vec), 10, progress=False, seed=4)
+    key = lambda ts: sorted((t.question_id, t.prediction, t.num_searches) for t in ts)
+    assert key(direct) == key(proxied)

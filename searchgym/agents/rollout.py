@@ -217,22 +217,61 @@ def _dispatch(agent: Any, env: Any, n: int, samples: int, seed: int, policy_step
         emit(trajs)
         intr.check()
 
-    if hasattr(env, "step_lists") and hasattr(env, "reset_lists"):
+    if hasattr(env, "num_envs") and hasattr(env, "pop_finished_trajectories"):
         _rollout_vector(agent, env, n, samples, seed, policy_step, checked)
     elif hasattr(env, "num_envs") and not hasattr(env, "unwrapped"):
-        raise ConfigError("rollout takes a searchgym vector env (SearchVectorEnv), an env id, or a single "
-                          f"gymnasium.Env; got {type(env).__name__}")
+        raise ConfigError("rollout takes a searchgym vector env (SearchVectorEnv, RayVectorEnv), an env id, or a "
+                          f"single gymnasium.Env; got {type(env).__name__}")
     else:
         _rollout_single(agent, env, n, samples, seed, policy_step, checked)
+
+
+def unstack_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
+    """Gymnasium's dict-of-arrays infos (with ``_key`` masks) back to one dict per env."""
+    out: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+    for key, val in infos.items():
+        if key.startswith("_") and key[1:] in infos:
+            continue
+        mask = infos.get("_" + key)
+        if isinstance(val, dict):
+            sub = unstack_infos(val, num_envs)
+            for i in range(num_envs):
+                if mask is None or mask[i]:
+                    out[i][key] = sub[i]
+            continue
+        for i in range(num_envs):
+            if mask is None or mask[i]:
+                v = val[i]
+                out[i][key] = v.item() if isinstance(v, np.generic) else v
+    return out
+
+
+def _examples_of(vec: Any) -> list[Any] | None:
+    envs = getattr(vec, "envs", None)
+    if envs:
+        return getattr(envs[0], "examples", None)
+    try:
+        return list(vec.get_attr("examples")[0]) if hasattr(vec, "get_attr") else None
+    except Exception:  # noqa: BLE001 - a vector env that cannot tell
+        return None
 
 
 def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, policy_step: int | None,
                     emit: Callable[[list[Trajectory]], None]) -> None:
     B = vec.num_envs
-    base = vec.envs[0] if hasattr(vec, "envs") else None
-    examples = getattr(base, "examples", None)
+    examples = _examples_of(vec)
     if not examples:
-        raise ConfigError("the vector env exposes no dataset (envs[0].examples); cannot pick questions")
+        raise ConfigError("the vector env does not expose its dataset (envs[0].examples); cannot pick questions")
+    if hasattr(vec, "reset_lists") and hasattr(vec, "step_lists"):
+        reset_lists, step_lists = vec.reset_lists, vec.step_lists
+    else:  # e.g. RayVectorEnv: the standard API with stacked infos
+        def reset_lists(**kw: Any) -> tuple[list[str], list[dict[str, Any]]]:
+            o, inf = vec.reset(**kw)
+            return list(o), unstack_infos(inf, B)
+
+        def step_lists(actions: list[Any]) -> tuple:
+            o, r, te, tr, inf = vec.step(actions)
+            return list(o), r, te, tr, unstack_infos(inf, B)
     order = _pick_questions(len(examples), n, seed)
     jobs = [(qi, s) for qi in order for s in range(samples)]
     jobs.reverse()  # pop() from the end keeps question order
@@ -267,7 +306,7 @@ def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, polic
         if not mask.any():
             return
         agent.reset(list(free))
-        o, inf = vec.reset_lists(seed=seeds, options={"reset_mask": mask, "per_env": per_env})
+        o, inf = reset_lists(seed=seeds, options={"reset_mask": mask, "per_env": per_env})
         for i in np.flatnonzero(mask):
             obs[i], infos[i] = o[i], dict(inf[i] or {})
             if slot_job[i] is None:
@@ -291,7 +330,7 @@ def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, polic
             actions[i] = acts[k]
             if stats is not None:
                 by_episode[slot_episode[i]][2].append(stats[k])  # type: ignore[index]
-        o, _r, te, tr, inf2 = vec.step_lists(actions)
+        o, _r, te, tr, inf2 = step_lists(actions)
         finished: list[int] = []
         for i in range(B):
             obs[i], infos[i] = o[i], dict(inf2[i] or {})
