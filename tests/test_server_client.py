@@ -74,6 +74,10 @@ def test_client_batches_large_query_lists_in_order():
         assert [req["queries"] for req in log] == [["q0", "q1"], ["q2", "q3"], ["q4"]]
         assert [[h.id for h in hits] for hits in results] == [[f"q{i}#0"] for i in range(5)]
         assert rr.batch_search([], k=1) == [] and len(log) == 3  # nothing to ask: no request
+        # blank queries get [] without being sent (a foreign server might answer them with anything)
+        results = rr.batch_search(["", "q9", "  \n"], k=1)
+        assert [[h.id for h in hits] for hits in results] == [[], ["q9#0"], []]
+        assert log[-1]["queries"] == ["q9"] and len(log) == 4
 
 
 def test_client_retries_5xx_then_succeeds():

@@ -46,7 +46,8 @@ class RemoteRetriever:
     - ``timeout`` seconds per request; up to ``max_retries`` retries on connection errors, timeouts and
       5xx answers, sleeping ``backoff * 2**i`` (capped at ``max_backoff``) between tries; 4xx answers
       are not retried (they raise ``QueryError``, or ``ConfigError`` for 401/403/404/405);
-    - query lists longer than ``batch_size`` are sent in several requests;
+    - query lists longer than ``batch_size`` are sent in several requests; blank queries are answered
+      ``[]`` without asking the server (the Retriever contract);
     - ``RetrieverUnavailableError`` once the retries are spent.
     """
 
@@ -87,11 +88,15 @@ class RemoteRetriever:
         k = self.k_default if k is None else k
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise QueryError(f"k must be a positive integer, got {k!r}")
-        out: list[list[Hit]] = []
-        for start in range(0, len(queries), self.batch_size):
-            chunk = queries[start:start + self.batch_size]
+        # Empty / blank queries get [] here (the Retriever contract), whatever a foreign server would do.
+        asked = [i for i, q in enumerate(queries) if q.strip()]
+        out: list[list[Hit]] = [[] for _ in queries]
+        for start in range(0, len(asked), self.batch_size):
+            rows = asked[start:start + self.batch_size]
+            chunk = [queries[i] for i in rows]
             data = self._post_retrieve({"queries": chunk, "topk": k, "return_scores": True})
-            out.extend(self._parse(data, len(chunk)))
+            for i, hits in zip(rows, self._parse(data, len(chunk))):
+                out[i] = hits
         return out
 
     # --- extras -------------------------------------------------------------------------------
