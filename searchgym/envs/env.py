@@ -10,13 +10,12 @@ import gymnasium as gym
 import numpy as np
 
 from searchgym.envs.actions import ANSWER, INVALID, SEARCH, ParsedAction, parse_action
-from searchgym.envs.prompts import PassageFormatter, PromptBuilder, wrap_information
+from searchgym.envs.prompts import PassageFormatter, PromptBuilder
 from searchgym.envs.sources import resolve_dataset, resolve_retriever
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, QueryError, SearchGymError
 from searchgym.rewards import RewardContext, make_reward
-from searchgym.rewards.metrics import em as em_metric
-from searchgym.rewards.metrics import f1 as f1_metric
+from searchgym.rewards.normalize import normalize_answer
 from searchgym.trajectory import Step, Trajectory
 
 MAX_ACTION_CHARS = 1 << 22  # 4M characters: larger actions are still handled (invalid), just outside the space
@@ -189,6 +188,7 @@ class SearchEnv(gym.Env[str, Any]):
         self.reward_fn = make_reward(reward)
         self.prompt = PromptBuilder(prompt_template)
         self.formatter = PassageFormatter(passage_chars, passage_tokens, tokenizer)
+        self._norm_cache: dict[int, tuple[Any, list[str]]] = {}  # normalised gold answers per example
         self._invalid_obs = self._wrap_text(self.prompt.invalid_message)
         self._budget_obs = self._wrap_text(self.prompt.budget_message(self.max_turns))
         self._tool_role = "tool" if self.prompt.style == "tool_call" else "user"
@@ -201,6 +201,7 @@ class SearchEnv(gym.Env[str, Any]):
         self._ex: Any = None
         self._done = True
         self._episode_index = -1
+        self._uid = uuid.uuid4().hex[:12]  # episode ids: "<env uid>-<episode index>", unique across envs
         self._seed: int | None = None
         self._steps: list[Step] = []
         self._last_traj: Trajectory | None = None
@@ -263,7 +264,7 @@ class SearchEnv(gym.Env[str, Any]):
         self._steps = []
         self._done = False
         self._episode_index += 1
-        self._episode_id = uuid.uuid4().hex[:16]
+        self._episode_id = f"{self._uid}-{self._episode_index}"
 
     def _reset_info(self, index: int) -> dict[str, Any]:
         ex = self._ex
@@ -309,7 +310,7 @@ class SearchEnv(gym.Env[str, Any]):
         kind = p.kind
         if kind == SEARCH:
             self._num_searches += 1
-            body = self.formatter.information(hits)  # type: ignore[arg-type]
+            obs = self.formatter.observation(hits)  # type: ignore[arg-type]
             for hl in hits:  # type: ignore[union-attr]
                 for h in hl:
                     doc_ids.append(h.id)
@@ -317,7 +318,6 @@ class SearchEnv(gym.Env[str, Any]):
             self._retrieved.update(doc_ids)
             if self._gold:
                 gold_hit = not self._gold.isdisjoint(doc_ids)
-            obs = wrap_information(body)
             if self.observation_format == "chat":
                 obs = obs.strip()
             if self.budget_notice and self._num_searches >= self.max_turns:
@@ -364,16 +364,26 @@ class SearchEnv(gym.Env[str, Any]):
             self._transcript.extend([p.raw, obs])
         return obs, reward, terminated, truncated, info
 
+    def _gold_norms(self) -> list[str]:
+        key = id(self._ex)
+        hit = self._norm_cache.get(key)
+        if hit is None or hit[0] is not self._ex:
+            if len(self._norm_cache) > 100_000:
+                self._norm_cache.clear()
+            hit = self._norm_cache[key] = (self._ex, [normalize_answer(a) for a in self._answers])
+        return hit[1]
+
     def _end(self, prediction: str | None, answered: bool, info: dict[str, Any]) -> float:
         self._done = True
         ctx = RewardContext(prediction=prediction, answers=self._answers, num_searches=self._num_searches,
                             num_invalid=self._num_invalid, num_steps=self._t, answered=answered,
                             supporting_ids=list(self._gold), retrieved_ids=self._retrieved,
-                            max_turns=self.max_turns, metadata=dict(self._ex.metadata or {}))
+                            max_turns=self.max_turns, metadata=self._ex.metadata or {},
+                            normalized_answers=self._gold_norms())
         outcome = float(self.reward_fn(ctx))
         self._prediction = prediction
-        self._em = em_metric(prediction, self._answers)
-        self._f1 = f1_metric(prediction, self._answers)
+        self._em = ctx.exact_match()
+        self._f1 = ctx.token_f1()
         self._outcome = outcome
         info.update(em=self._em, f1=self._f1, prediction=prediction, answers=list(self._answers),
                     outcome_reward=outcome, question_id=str(self._ex.id), answered=answered)

@@ -159,23 +159,51 @@ class PassageFormatter:
         if s is None:
             p = hit.passage
             text = self._truncate(p.text)
-            s = f'(Title: "{p.title}") {text}\n'
+            s = f'(Title: "{p.title}") {text}'
             if len(self._cache) >= self.MAX_CACHE:
                 self._cache.clear()
             self._cache[hit.id] = s
         return s
 
-    def docs(self, hits: Sequence[Hit]) -> str:
+    def _parts(self, hits: Sequence[Hit], out: list[str]) -> None:
         if not hits:
-            return "No results.\n"
-        prefix = self._prefix
-        return "".join((prefix[i] if i < 64 else f"Doc {i + 1}") + self.doc(h) for i, h in enumerate(hits))
+            out.append("No results.")
+            out.append("\n")
+            return
+        cache, prefix = self._cache, self._prefix
+        for i, h in enumerate(hits):
+            out.append(prefix[i] if i < 64 else f"Doc {i + 1}")
+            s = cache.get(h.id)
+            out.append(s if s is not None else self.doc(h))
+            out.append("\n")
+
+    def docs(self, hits: Sequence[Hit]) -> str:
+        out: list[str] = []
+        self._parts(hits, out)
+        return "".join(out)
 
     def information(self, hit_lists: Sequence[Sequence[Hit]]) -> str:
         """The body of one ``<information>`` block: one query's docs, or several joined by ``---``."""
-        if len(hit_lists) == 1:
-            return self.docs(hit_lists[0])
-        return "---\n".join(self.docs(h) for h in hit_lists)
+        out: list[str] = []
+        for j, hits in enumerate(hit_lists):
+            if j:
+                out.append("---\n")
+            self._parts(hits, out)
+        return "".join(out)
+
+    def observation(self, hit_lists: Sequence[Sequence[Hit]]) -> str:
+        """The whole Search-R1 observation, built in one join: ``\n\n<information>...</information>\n\n``."""
+        out = ["\n\n<information>"]
+        for j, hits in enumerate(hit_lists):
+            if j:
+                out.append("---\n")
+            self._parts(hits, out)
+        # Search-R1 strips the block's content: drop the final newline; strip for real in the rare case
+        # where a passage itself starts or ends with whitespace.
+        out[-1] = "</information>\n\n"
+        if out[-2][-1:].isspace() or out[1][:1].isspace():
+            return wrap_information("".join(out[1:-1]))
+        return "".join(out)
 
 
 def _takes_special(tok: Any) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -71,6 +72,7 @@ class RayVectorEnv(VectorEnv):
         worker_options: ``.options()`` of each actor (default ``{"num_cpus": 0}`` so that actors never
             wait for free CPUs on a small machine; ask for real CPUs on a cluster).
         autoreset_mode: as SearchVectorEnv (default next-step).
+        max_finished: finished trajectories kept for ``pop_finished_trajectories`` (oldest dropped beyond).
         **env_kwargs: SearchEnv's arguments (must be picklable; Ray uses cloudpickle).
 
     Example::
@@ -83,7 +85,8 @@ class RayVectorEnv(VectorEnv):
 
     def __init__(self, num_envs: int = 1, *, num_workers: int | None = None, address: str | None = None,
                  ray_init_kwargs: dict[str, Any] | None = None, worker_options: dict[str, Any] | None = None,
-                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, **env_kwargs: Any):
+                 autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, max_finished: int = 10_000,
+                 **env_kwargs: Any):
         import ray
 
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -117,7 +120,7 @@ class RayVectorEnv(VectorEnv):
         self._bounds = np.cumsum([0, *sizes]).tolist()
         actor_cls = ray.remote(_Worker).options(**(worker_options or {"num_cpus": 0}))
         self._workers = [actor_cls.remote(n, mode.value, env_kwargs) for n in sizes]
-        self._finished: list[Trajectory] = []
+        self._finished: deque[Trajectory] = deque(maxlen=max(0, int(max_finished)))
         self.closed = False
         # Surface construction errors (bad kwargs) here, with their own type, rather than on the first step.
         errors = [e for e in ray.get([w.ready.remote() for w in self._workers]) if e is not None]
@@ -171,7 +174,8 @@ class RayVectorEnv(VectorEnv):
             terms.append(te)
             truncs.append(tr)
             infos.extend(inf)
-            self._finished.extend(done)
+            if self._finished.maxlen:
+                self._finished.extend(done)
         return (tuple(obs), np.concatenate(rewards), np.concatenate(terms), np.concatenate(truncs),
                 stack_infos(infos, self.num_envs))
 
@@ -179,7 +183,8 @@ class RayVectorEnv(VectorEnv):
         self._ray.get([w.set_agent.remote(agent, policy_step) for w in self._workers])
 
     def pop_finished_trajectories(self) -> list[Trajectory]:
-        out, self._finished = self._finished, []
+        out = list(self._finished)
+        self._finished.clear()
         return out
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,42 +18,45 @@ from searchgym.trajectory import Trajectory
 _PRIMITIVE = {bool: np.bool_, int: np.int64, float: np.float64}
 
 
+class _MissingType:
+    pass
+
+
+_MISSING = _MissingType()
+_EMPTY: dict[str, Any] = {}
+
+
 def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any]:
     """Gymnasium's dict-of-arrays info: ``info[key][i]`` for env ``i``, and a mask ``info["_key"]``.
 
     A key whose values are all bool / int / float gets an array of that dtype; dict values are stacked
-    recursively; anything else (strings, lists, None mixed in) an object array. Unlike ``VectorEnv._add_info`` the dtype does not depend on
-    which environment reported first.
+    recursively; anything else (strings, lists, None mixed in) an object array. Unlike
+    ``VectorEnv._add_info`` the dtype does not depend on which environment reported first.
     """
     keys: dict[str, None] = {}
     for d in infos:
         if d:
             keys.update(dict.fromkeys(d))
+    miss = _MISSING
+    rows = [d if d else _EMPTY for d in infos]
     out: dict[str, Any] = {}
     for k in keys:
-        mask = np.zeros(num_envs, dtype=np.bool_)
-        vals: list[Any] = [None] * num_envs
-        types = set()
-        for i, d in enumerate(infos):
-            if d and k in d:
-                v = d[k]
-                vals[i] = v
-                mask[i] = True
-                types.add(type(v))
-        if types == {dict}:  # nested infos (e.g. same-step "final_info") stack recursively
-            out[k] = stack_infos([v if m else None for v, m in zip(vals, mask)], num_envs)
-            out["_" + k] = mask
-            continue
-        if len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE and mask.all():
-            arr = np.array(vals, dtype=_PRIMITIVE[t])
-        elif len(types) == 1 and (t := next(iter(types))) in _PRIMITIVE:
-            arr = np.zeros(num_envs, dtype=_PRIMITIVE[t])
-            for i in np.flatnonzero(mask):
-                arr[i] = vals[i]
+        col = [d.get(k, miss) for d in rows]
+        mask = np.array([v is not miss for v in col], dtype=np.bool_)
+        types = set(map(type, col))
+        full = _MissingType not in types
+        types.discard(_MissingType)
+        t = types.pop() if len(types) == 1 else None
+        if t is dict:  # nested infos (e.g. same-step "final_info") stack recursively
+            out[k] = stack_infos([None if v is miss else v for v in col], num_envs)
+        elif t in _PRIMITIVE:
+            out[k] = np.array(col if full else [0 if v is miss else v for v in col], dtype=_PRIMITIVE[t])
         else:
             arr = np.empty(num_envs, dtype=object)
-            arr[:] = vals
-        out[k] = arr
+            for i, v in enumerate(col):  # element-wise: a slice assignment would broadcast equal-length lists
+                if v is not miss:
+                    arr[i] = v
+            out[k] = arr
         out["_" + k] = mask
     return out
 
@@ -71,7 +75,9 @@ class SearchVectorEnv(VectorEnv):
     ``"disabled"`` (reset done envs with ``reset(options={"reset_mask": mask})``) are also available.
 
     Finished episodes are kept as :class:`~searchgym.trajectory.Trajectory` records: take them with
-    :meth:`pop_finished_trajectories`.
+    :meth:`pop_finished_trajectories`. At most ``max_finished`` (default 10,000) wait there; older ones are
+    dropped (and counted in ``dropped_trajectories``) so that a loop that never pops does not grow without
+    bound. ``max_finished=0`` keeps none.
 
     Example::
 
@@ -84,7 +90,7 @@ class SearchVectorEnv(VectorEnv):
     """
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, **env_kwargs: Any):
+                 render_mode: str | None = None, max_finished: int = 10_000, **env_kwargs: Any):
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.autoreset_mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) \
@@ -98,6 +104,7 @@ class SearchVectorEnv(VectorEnv):
             e = SearchEnv(render_mode=render_mode, **env_kwargs)
             # Share the per-process pieces (the formatted-passage cache above all).
             e.formatter, e.reward_fn, e.prompt = first.formatter, first.reward_fn, first.prompt
+            e._norm_cache = first._norm_cache
             self.envs.append(e)
         self.retriever = first.retriever
         self.top_k = first.top_k
@@ -106,7 +113,8 @@ class SearchVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
-        self._finished: list[Trajectory] = []
+        self._finished: deque[Trajectory] = deque(maxlen=max(0, int(max_finished)))
+        self.dropped_trajectories = 0
         self._agent: str | None = None
         self._policy_step: int | None = None
 
@@ -188,7 +196,11 @@ class SearchVectorEnv(VectorEnv):
                 r = None
             o, rew, te, tr, info = env.finish(p, r)
             if te or tr:
-                self._finished.append(env.trajectory(self._agent, self._policy_step))
+                fin = self._finished
+                if fin.maxlen:
+                    if len(fin) == fin.maxlen:
+                        self.dropped_trajectories += 1
+                    fin.append(env.trajectory(self._agent, self._policy_step))
                 if self.autoreset_mode is AutoresetMode.SAME_STEP:
                     info = dict(info, final_obs=o, final_info=dict(info))
                     o, reset_info = env.reset()
@@ -218,7 +230,8 @@ class SearchVectorEnv(VectorEnv):
 
     def pop_finished_trajectories(self) -> list[Trajectory]:
         """The Trajectory of every episode finished since the last call, in finishing order."""
-        out, self._finished = self._finished, []
+        out = list(self._finished)
+        self._finished.clear()
         return out
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:

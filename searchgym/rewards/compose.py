@@ -21,16 +21,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from searchgym.errors import ConfigError
-from searchgym.rewards import metrics
 from searchgym.rewards.shaping import RewardContext, format_term, retrieval_hit_term, search_count_term
 
 TermFn = Callable[[RewardContext], float]
 
 # name -> (term function, default weight)
 REWARD_TERMS: dict[str, tuple[TermFn, float]] = {
-    "em": (lambda c: float(metrics.em(c.prediction, c.answers)), 1.0),
-    "sub_em": (lambda c: float(metrics.sub_em(c.prediction, c.answers)), 1.0),
-    "f1": (lambda c: metrics.f1(c.prediction, c.answers), 1.0),
+    "em": (lambda c: float(c.exact_match()), 1.0),
+    "sub_em": (lambda c: float(c.substring_match()), 1.0),
+    "f1": (lambda c: c.token_f1(), 1.0),
     "format": (format_term, 0.1),
     "search_cost": (search_count_term, -0.05),
     "retrieval_hit": (retrieval_hit_term, 0.2),

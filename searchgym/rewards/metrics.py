@@ -36,7 +36,8 @@ def sub_em(prediction: str | None, answers: str | Iterable[str]) -> int:
     return int(any(normalize_answer(g) in p for g in _golds(answers)))
 
 
-def _f1_one(pred_norm: str, gold_norm: str) -> float:
+def f1_normalized(pred_norm: str, gold_norm: str) -> float:
+    """Token F1 of two already-normalised strings (yes/no/noanswer must match exactly)."""
     if (pred_norm in _SPECIAL or gold_norm in _SPECIAL) and pred_norm != gold_norm:
         return 0.0
     p_toks, g_toks = pred_norm.split(), gold_norm.split()
@@ -54,7 +55,7 @@ def f1(prediction: str | None, answers: str | Iterable[str]) -> float:
     if prediction is None:
         return 0.0
     p = normalize_answer(prediction)
-    return max((_f1_one(p, normalize_answer(g)) for g in _golds(answers)), default=0.0)
+    return max((f1_normalized(p, normalize_answer(g)) for g in _golds(answers)), default=0.0)
 
 
 METRICS = {"em": em, "sub_em": sub_em, "f1": f1}
