@@ -19,7 +19,7 @@ The load generator and the server share the machine's cores (2 here): the number
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import platform
 import random
@@ -217,6 +217,14 @@ def local_reference(index_dir: Path, queries: list[str], seconds: float) -> list
     return out
 
 
+def _importable(name: str) -> bool:
+    try:
+        importlib.import_module(name)
+        return True
+    except ImportError:
+        return False
+
+
 # --- main ----------------------------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -269,8 +277,8 @@ def main() -> None:
             proc.wait(20)
 
     load_end = os.getloadavg()[0]
-    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    http = "httptools" if _importable("httptools") else "h11"
+    loop = "uvloop" if _importable("uvloop") else "asyncio"
     emit(f"## searchgym serve benchmark: {args.passages:,}-passage BM25 index, top-{TOPK}, loopback HTTP")
     emit()
     emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; the load generator and the "
