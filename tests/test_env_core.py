@@ -223,3 +223,14 @@ def test_observations_are_in_the_space_and_infos_fresh(env):
     assert info2 is not info3 and info2["doc_ids"] is not info3["doc_ids"]
     info2["doc_ids"].append("mutated")  # a caller mutating an info must not touch the record
     assert "mutated" not in env.unwrapped.trajectory().steps[0].doc_ids
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import searchgym.envs.env as env_module
+    import searchgym.rewards as rewards_module
+
+    for mod in (env_module, rewards_module):
+        result = doctest.testmod(mod)
+        assert result.attempted > 0 and result.failed == 0, mod.__name__

@@ -135,3 +135,15 @@ def test_stack_infos_dtypes_do_not_depend_on_order():
     assert infos["b"].dtype == np.int64 and infos["b"].tolist() == [1, 0, 0]
     assert infos["c"].dtype == object and infos["c"].tolist() == [None, None, "x"]
     assert infos["d"].dtype == np.float64 and infos["_d"].tolist() == [False, False, True]
+
+
+def test_finished_queue_is_bounded():
+    vec = SearchVectorEnv(4, max_finished=3)
+    vec.reset(seed=0)
+    for _ in range(4):
+        vec.step(["<answer> a </answer>"] * 4)  # every other step ends 4 episodes (next-step autoreset)
+    assert len(vec.pop_finished_trajectories()) == 3 and vec.dropped_trajectories == 8 - 3
+    off = SearchVectorEnv(2, max_finished=0)
+    off.reset(seed=0)
+    off.step(["<answer> a </answer>"] * 2)
+    assert off.pop_finished_trajectories() == []

@@ -126,7 +126,7 @@ class SearchEnv(gym.Env[str, Any]):
     >>> obs, info = env.reset(seed=0)
     >>> obs.startswith("Answer the given question.") and info["question"] in obs
     True
-    >>> obs, reward, terminated, truncated, info = env.step("<think>...</think><search> a query </search>")
+    >>> obs, reward, terminated, truncated, info = env.step("<think>...</think><search> capital city </search>")
     >>> info["kind"], obs.lstrip().startswith("<information>Doc 1(Title:")
     ('search', True)
     >>> obs, reward, terminated, truncated, info = env.step("<answer> no idea </answer>")
