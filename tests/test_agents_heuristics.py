@@ -113,6 +113,7 @@ def test_parsers_on_search_r1_text():
               "<answer> Beijing </answer>. Question: Who founded Kelto Works?\n")
     assert parse_question(prompt) == "Who founded Kelto Works?"
     assert parse_question("ignored", {"question": "From info?"}) == "From info?"
+    assert parse_question("Question: Name the founder of Kelto Works.?\n") == "Name the founder of Kelto Works."
     assert is_new_episode(prompt, {}) and not is_new_episode("\n\n<information>x</information>", {})
     assert not is_new_episode(prompt, {"kind": "invalid"})
     docs = parse_information('\n\n<information>Doc 1(Title: "Kelto Works (history)") Kelto Works was founded by '

@@ -112,7 +112,7 @@ def _rx(template: str, **groups: str) -> re.Pattern[str]:
             out += groups.get(part[1:-1], rf"(?P<{part[1:-1]}>.+?)")
         else:
             out += re.escape(part)
-    out = re.sub(r"(?:\\[.?])+$", "", out) + r"\s*[.?!]?"
+    out = re.sub(r"(?:\\[.?])+$", "", out) + r"\s*[.?!]*"
     return re.compile(r"^\s*" + out + r"\s*$", re.IGNORECASE)
 
 

@@ -48,6 +48,12 @@ class RetrievedDoc:
     text: str
 
 
+def _clean_question(q: str) -> str:
+    q = q.strip()
+    # prompt templates that always append "?" turn "Name the X of Y." into "Name the X of Y.?"
+    return re.sub(r"([.?!])\?+$", r"\1", q)
+
+
 def parse_question(observation: str, info: dict | None = None) -> str:
     """The question of an episode: ``info["question"]`` when present, else the prompt's ``Question:`` line."""
     if info:
@@ -57,7 +63,7 @@ def parse_question(observation: str, info: dict | None = None) -> str:
     for rx in _QUESTION_RES:
         found = rx.findall(observation)
         if found:
-            return found[-1].strip()
+            return _clean_question(found[-1])
     lines = [ln.strip() for ln in observation.strip().splitlines() if ln.strip()]
     qs = [ln for ln in lines if ln.endswith("?")]
     return (qs[-1] if qs else (lines[-1] if lines else "")).strip()
