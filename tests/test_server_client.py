@@ -29,7 +29,8 @@ _spec.loader.exec_module(live)
 FAST = {"timeout": 2.0, "max_retries": 2, "backoff": 0.02}  # small backoff keeps failure tests short
 
 
-def minimal_search_r1_app(log: list, fail_first: int = 0, fail_status: int = 503, delay: float = 0.0):
+def minimal_search_r1_app(log: list, fail_first: int = 0, fail_status: int = 503, delay: float = 0.0,
+                          scores: bool = True):
     """A stand-in for Search-R1's retrieval_server.py: documents carry only id + contents, like its dense
     retriever; scores only when asked. Query q, rank i -> id "q#i", title "T q", score 10 - i."""
     app = FastAPI()
@@ -45,7 +46,7 @@ def minimal_search_r1_app(log: list, fail_first: int = 0, fail_status: int = 503
         topk = req.get("topk") or 3
         docs = [[{"id": f"{q}#{i}", "contents": f'"T {q}"\nabout {q}, rank {i}\nsecond line'} for i in range(topk)]
                 for q in req["queries"]]
-        if req.get("return_scores"):
+        if scores and req.get("return_scores"):
             return {"result": [[{"document": d, "score": 10.0 - i} for i, d in enumerate(ds)] for ds in docs]}
         return {"result": docs}
 
@@ -63,6 +64,14 @@ def test_client_against_minimal_search_r1_server():
         assert hits[0].passage == Passage("volcano#0", "T volcano", "about volcano, rank 0\nsecond line")
         assert hits[0].passage.contents == '"T volcano"\nabout volcano, rank 0\nsecond line'
         assert [h.id for h in rr.search("x")] == ["x#0", "x#1", "x#2"]  # k_default=3
+
+
+def test_client_accepts_documents_without_scores():
+    """A server that ignores return_scores and sends bare documents still parses (scores are 0.0)."""
+    log: list = []
+    with live.LiveServer(minimal_search_r1_app(log, scores=False)) as srv, RemoteRetriever(srv.url, **FAST) as rr:
+        hits = rr.search("lava", k=2)
+        assert [(h.id, h.score, h.passage.title) for h in hits] == [("lava#0", 0.0, "T lava"), ("lava#1", 0.0, "T lava")]
 
 
 def test_client_batches_large_query_lists_in_order():
