@@ -135,6 +135,24 @@ def test_health_and_info(server, bm25):
     assert info["index_dir"] == str(bm25[1])
 
 
+def test_concurrent_requests_get_their_own_answers(server):
+    """Searches run concurrently on the server's pool: every answer must still belong to its request."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    queries = [["zebra stripes"], ["capital of France"], ["Café Zürich"], ["horse domesticated"],
+               ["tulips roses garden 7"], ["Python programming language"], ["Berlin Spree"], ["zebra", "Paris"]]
+    with httpx.Client(base_url=server.url) as c:
+        expected = [c.post("/retrieve", json={"queries": q, "topk": 3}).json() for q in queries]
+
+        def ask(i: int) -> tuple[int, dict]:
+            q = queries[i % len(queries)]
+            return i, c.post("/retrieve", json={"queries": q, "topk": 3}).json()
+
+        with ThreadPoolExecutor(16) as pool:
+            for i, got in pool.map(ask, range(96)):
+                assert got == expected[i % len(queries)]
+
+
 # --- bad input: a 4xx with a reason, never a 500, and the server stays up ------------------------------
 TEN_MB = 10 * 1024 * 1024
 BAD_BODIES = {
