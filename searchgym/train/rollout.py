@@ -269,16 +269,44 @@ def collate(episodes: Sequence[Episode], pad_id: int, device: str = "cpu") -> di
             "targets": ids[:, 1:].to(device)}
 
 
+def _split_head(model: Any) -> tuple[Any, Any] | None:
+    """(decoder body, lm head) when the model exposes them (Llama/GPT-2/Qwen/... do), else None."""
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    body = getattr(model, getattr(model, "base_model_prefix", ""), None)
+    if head is None or body is None or body is model or getattr(model.config, "final_logit_softcapping", None):
+        return None
+    return body, head
+
+
 def policy_forward(model: Any, batch: dict[str, Any], *, temperature: float = 1.0, with_entropy: bool = True,
-                   output_hidden: bool = False) -> tuple[Any, Any, Any]:
+                   output_hidden: bool = False, all_positions: bool = False) -> tuple[Any, Any, Any]:
     """Log-probs (and entropies) of the batch's target tokens under ``model`` at ``temperature``.
 
-    Returns ``(logp [B, T-1], entropy [B, T-1] | None, last hidden state | None)``."""
+    Returns ``(logp [B, T-1], entropy [B, T-1] | None, last hidden state [B, T-1, H] | None)``. Unless
+    ``all_positions``, the LM head runs only where ``batch["mask"]`` is 1 (the agent's tokens: a few percent
+    of a search episode), and the other positions hold 0.
+    """
+    import torch
+
     from searchgym.train.losses import logprobs_and_entropy
 
-    out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                output_hidden_states=output_hidden, use_cache=False)
-    logits = out.logits[:, :-1, :].float()
-    lp, ent = logprobs_and_entropy(logits, batch["targets"], temperature=temperature, with_entropy=with_entropy)
-    hidden = out.hidden_states[-1][:, :-1, :] if output_hidden else None
-    return lp, ent, hidden
+    split = None if all_positions else _split_head(model)
+    if split is None:
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    output_hidden_states=output_hidden, use_cache=False)
+        logits = out.logits[:, :-1, :].float()
+        lp, ent = logprobs_and_entropy(logits, batch["targets"], temperature=temperature, with_entropy=with_entropy)
+        hidden = out.hidden_states[-1][:, :-1, :] if output_hidden else None
+        return lp, ent, hidden
+    body, head = split
+    hid = body(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False)
+    hidden = hid.last_hidden_state[:, :-1, :]
+    sel = batch["mask"] > 0
+    logits = head(hidden[sel]).float()
+    lp_s, ent_s = logprobs_and_entropy(logits, batch["targets"][sel], temperature=temperature,
+                                       with_entropy=with_entropy)
+    lp = torch.zeros(sel.shape, dtype=lp_s.dtype, device=lp_s.device).masked_scatter(sel, lp_s)
+    ent = None
+    if ent_s is not None:
+        ent = torch.zeros(sel.shape, dtype=ent_s.dtype, device=ent_s.device).masked_scatter(sel, ent_s)
+    return lp, ent, hidden if output_hidden else None

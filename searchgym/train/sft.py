@@ -30,6 +30,8 @@ class SFTArgs:
     batch_size: int = 32               # episodes per optimizer step
     micro_batch_size: int = 16         # episodes per forward pass (gradient accumulation)
     max_grad_norm: float = 1.0         # gradient clipping
+    context_loss_weight: float = 0.0   # also predict prompt/observation tokens with this weight (an LM
+    #                                    pretraining signal for a from-scratch model; 0 = masked SFT only)
     checkpoint_every: int = 0          # optimizer steps between checkpoints (0 = only at the end)
     log_every: int = 10                # steps between log lines
     device: str = "cpu"                # cpu | cuda
@@ -60,8 +62,8 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
     import torch
 
     from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
-    from searchgym.train.losses import sft_loss
-    from searchgym.train.rollout import collate
+    from searchgym.train.losses import masked_mean, sft_loss
+    from searchgym.train.rollout import collate, policy_forward
 
     args.validate()
     episodes = [e for e in episodes if sum(e.mask) > 0]
@@ -107,10 +109,18 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
         for m in range(0, len(batch_eps), args.micro_batch_size):
             mb = batch_eps[m:m + args.micro_batch_size]
             b = collate(mb, pad, args.device)
-            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
             mb_tok = float(b["mask"].sum().item())
+            if args.context_loss_weight > 0:
+                logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
+                               use_cache=False).logits
+                ctx_mask = b["attention_mask"][:, 1:].float() * (1.0 - b["mask"])
+                agent = sft_loss(logits[:, :-1], b["targets"], b["mask"])
+                loss = (agent + args.context_loss_weight * sft_loss(logits[:, :-1], b["targets"], ctx_mask))
+            else:  # the LM head only on the agent's tokens
+                lp, _, _ = policy_forward(model, b, with_entropy=False)
+                loss = -masked_mean(lp, b["mask"])
             # token-mean over the whole batch: weight each micro-batch by its share of agent tokens
-            loss = sft_loss(logits[:, :-1], b["targets"], b["mask"]) * (mb_tok / max(1, n_tok))
+            loss = loss * (mb_tok / max(1, n_tok))
             loss.backward()
             loss_sum += loss.item()
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()

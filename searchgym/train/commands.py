@@ -1,0 +1,186 @@
+"""CLI: ``searchgym squeeze`` (the RL-vs-SFT experiment), ``searchgym sft`` and ``searchgym rl`` (single runs)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _arms(value: str | None) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    return tuple(a.strip() for a in value.split(",") if a.strip())
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+
+    @app.command("squeeze")
+    def squeeze_cmd(
+        quick: bool = typer.Option(False, "--quick", help="The <= 3 minute version (1 seed, 3 arms, small budgets)."),
+        out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
+        seeds: int = typer.Option(None, "--seeds", help="Seeds per arm (default 2; --quick: 1)."),
+        model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
+                                                        "the world)."),
+        device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
+        resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
+        arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_klcov,grpo_clipcov,"
+                                                      "grpo_ent,rloo,ppo"),
+        steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
+        threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
+        headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
+                                                                "OUT/summary.json."),
+    ) -> None:
+        """RL vs SFT on the embedded world: do RL arms squeeze the agent's query templates more than SFT?"""
+        out = Path(out_)
+        from dataclasses import replace
+
+        from rich.console import Console
+
+        from searchgym.errors import SearchGymError
+        from searchgym.train import squeeze as sq
+
+        console = Console(stderr=True)
+        if headline:
+            p = out / "summary.json"
+            if not p.exists():
+                console.print(f"[red]no {p}: run `searchgym squeeze --out {out}` first[/red]")
+                raise typer.Exit(2)
+            typer.echo(sq.headline(p))
+            return
+        try:
+            cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
+                                          resume=resume, arms=_arms(arms), threads=threads)
+            if steps:
+                cfg.rl = replace(cfg.rl, total_steps=int(steps))
+            if model is not None:  # a real LM: its own learning rates and context
+                cfg.rl = replace(cfg.rl, learning_rate=1e-6, max_new_tokens=64, max_context=4096,
+                                 micro_batch_size=8)
+                cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5)
+            summary = sq.run(cfg, log=lambda s: console.print(s, highlight=False))
+        except SearchGymError as e:
+            console.print(f"[red]{type(e).__name__}: {e}[/red]")
+            raise typer.Exit(2) from e
+        typer.echo(sq.headline(summary))
+
+    @app.command("sft")
+    def sft_cmd(
+        model: str = typer.Option(..., "--model", help="Model directory or HF name to fine-tune."),
+        trajectories_: str = typer.Option(None, "--trajectories", help="Demonstrations (trajectory JSONL); "
+                                                                       "default: record the diverse agent."),
+        out_: str = typer.Option("runs/sft", "--out"),
+        split: str = typer.Option("train", "--split", help="World split the demonstrations come from."),
+        passes: int = typer.Option(2, "--passes", help="Diverse-agent passes when recording demonstrations."),
+        epochs: float = typer.Option(3.0, "--epochs"),
+        lr: float = typer.Option(2e-3, "--lr"),
+        batch_size: int = typer.Option(32, "--batch-size"),
+        device: str = typer.Option("cpu", "--device"),
+        resume: bool = typer.Option(False, "--resume"),
+    ) -> None:
+        """Supervised fine-tuning on demonstrations (masked loss on the agent's own tokens)."""
+        out = Path(out_)
+        trajectories = Path(trajectories_) if trajectories_ else None
+        from rich.console import Console
+
+        from searchgym.train.sft import SFTArgs, train_sft
+        from searchgym.train.tiny_lm import load_lm
+
+        console = Console(stderr=True)
+        m, tok = load_lm(model, device=device)
+        demos = _demos(tok, trajectories, split, passes, console)
+        args = SFTArgs(learning_rate=lr, epochs=epochs, batch_size=batch_size, device=device)
+        hist = train_sft(m, tok, demos, args, out_dir=out, resume=resume,
+                         log=lambda r: console.print(f"step {int(r['step'])} loss {r['losses/sft']:.4f}")
+                         if r["step"] % 10 == 0 else None)
+        m.save_pretrained(out / "model")
+        tok.save_pretrained(out / "model")
+        console.print(f"{len(hist)} steps; model in {out / 'model'}")
+
+    @app.command("rl")
+    def rl_cmd(
+        model: str = typer.Option(..., "--model", help="Model directory or HF name (e.g. an SFT checkpoint)."),
+        out_: str = typer.Option("runs/rl", "--out"),
+        algo: str = typer.Option("grpo", "--algo", help="grpo | rloo | ppo"),
+        policy_loss: str = typer.Option("ppo_clip", "--loss", help="ppo_clip | clip_cov | kl_cov"),
+        steps: int = typer.Option(30, "--steps"),
+        prompts: int = typer.Option(8, "--prompts", help="Questions per step."),
+        group_size: int = typer.Option(8, "--group-size"),
+        lr: float = typer.Option(5e-4, "--lr"),
+        clip_high: float = typer.Option(0.2, "--clip-high", help="0.28 = DAPO clip-higher"),
+        ent_coef: float = typer.Option(0.0, "--ent-coef"),
+        kl_coef: float = typer.Option(0.0, "--kl-coef"),
+        kl_estimator: str = typer.Option("low_var_kl", "--kl-estimator", help="k1 | k2 | k3 | low_var_kl | abs"),
+        max_turns: int = typer.Option(2, "--max-turns"),
+        prompt_template: str = typer.Option("Question: {question}\n", "--prompt-template",
+                                            help="'search_r1' for a pretrained LM"),
+        world_seed: int = typer.Option(0, "--world-seed"),
+        n_entities: int = typer.Option(400, "--n-entities"),
+        seed: int = typer.Option(1, "--seed"),
+        device: str = typer.Option("cpu", "--device"),
+        resume: bool = typer.Option(False, "--resume"),
+    ) -> None:
+        """One RL run (GRPO / RLOO / PPO with the entropy controls) on the embedded world's train split."""
+        out = Path(out_)
+        from rich.console import Console
+
+        from searchgym.data import World
+        from searchgym.envs.env import SearchEnv
+        from searchgym.errors import SearchGymError
+        from searchgym.retrieval import CachedRetriever, build_retriever
+        from searchgym.train.grpo import RLArgs, train_rl
+        from searchgym.train.tiny_lm import load_lm
+
+        console = Console(stderr=True)
+        try:
+            args = RLArgs(algo=algo, policy_loss=policy_loss, total_steps=steps, prompts_per_step=prompts,
+                          group_size=group_size, learning_rate=lr, clip_high=clip_high, ent_coef=ent_coef,
+                          kl_coef=kl_coef, kl_estimator=kl_estimator, seed=seed, device=device)
+            args.validate()
+            world = World.generate(seed=world_seed, n_entities=n_entities)
+            retr = CachedRetriever(build_retriever(world.passages, kind="bm25"))
+            envs = [SearchEnv(dataset=world.split("train"), retriever=retr, max_turns=max_turns,
+                              prompt_template=prompt_template, passage_chars=110)
+                    for _ in range(args.prompts_per_step * args.group_size)]
+            m, tok = load_lm(model, device=device)
+            train_rl(m, tok, envs, args, out_dir=out, resume=resume,
+                     log=lambda r: console.print(f"step {int(r['step'])} reward {r['charts/reward']:.3f} "
+                                                 f"tok-H {r['charts/token_entropy']:.3f}"))
+        except SearchGymError as e:
+            console.print(f"[red]{type(e).__name__}: {e}[/red]")
+            raise typer.Exit(2) from e
+        m.save_pretrained(out / "final_model")
+        tok.save_pretrained(out / "final_model")
+        console.print(f"model in {out / 'final_model'}; metrics in {out / 'metrics.jsonl'}")
+
+
+def _demos(tok: Any, trajectories: Path | None, split: str, passes: int, console: Any) -> list[Any]:
+    """Demonstration episodes: replay a trajectory file's actions in the env, or record the diverse agent."""
+    from searchgym.agents.heuristics import DiverseAgent
+    from searchgym.data import default_world
+    from searchgym.envs.env import SearchEnv
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+
+    world = default_world()
+    exs = world.split(split)
+    envs = [SearchEnv(dataset=exs, split=split, max_turns=4, prompt_template="Question: {question}\n",
+                      passage_chars=110) for _ in range(len(exs))]
+    if trajectories is not None:
+        from searchgym.train.replay import ReplayAgent
+        from searchgym.trajectory import read_trajectories
+
+        trajs = list(read_trajectories(trajectories))
+        envs = [SearchEnv(dataset=exs, split=split, max_turns=max(4, max(t.num_searches for t in trajs)),
+                          prompt_template="Question: {question}\n", passage_chars=110) for _ in trajs]
+        agent = ReplayAgent(trajs)
+        eps = run_episodes(AgentPolicy(agent, tok), envs, [None] * len(trajs),
+                           options=[{"question_id": t.question_id} for t in trajs], agent_name="replay")
+        console.print(f"{len(eps)} demonstrations replayed from {trajectories}")
+        return eps
+    eps = []
+    for p in range(passes):
+        eps += run_episodes(AgentPolicy(DiverseAgent(seed=p, think=False), tok), envs, [None] * len(envs),
+                            options=[{"index": i} for i in range(len(envs))], agent_name="diverse")
+    good = [e for e in eps if e.em > 0]
+    console.print(f"{len(eps)} diverse-agent demonstrations, {len(good)} successful (used)")
+    return good or eps

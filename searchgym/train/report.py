@@ -1,0 +1,422 @@
+"""The squeeze experiment's summary, plots, ``report.md`` / ``report.html`` and README headline."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type")
+
+
+def _ms(values: list[float]) -> dict[str, Any]:
+    v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    if not v:
+        return {"mean": None, "sd": None, "values": []}
+    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, "values": v}
+
+
+def _read_rows(path: Path) -> list[dict]:
+    rows = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+    return rows
+
+
+def _series(arm_dir: Path, arm: str) -> list[dict[str, list[float]]]:
+    """Per seed: step, reward, slot entropy, effective number, token entropy (one point per tracked step)."""
+    out = []
+    for sd in sorted(arm_dir.glob("seed*")):
+        rows = _read_rows(sd / "metrics.jsonl")
+        if arm == "sft":
+            rows = [dict(r, step=int(r["charts/tracked_step"])) for r in rows if "charts/tracked_step" in r]
+        by_step: dict[int, dict] = {}
+        for r in rows:
+            by_step[int(r["step"])] = r  # last write wins (a resumed run rewrites its steps)
+        steps = sorted(by_step)
+        out.append({
+            "step": steps,
+            "reward": [by_step[s].get("charts/reward") for s in steps],
+            "slot_entropy": [by_step[s].get("diversity/slot/entropy") for s in steps],
+            "effective_number": [by_step[s].get("diversity/slot/effective_number") for s in steps],
+            "token_entropy": [by_step[s].get("charts/token_entropy") for s in steps],
+        })
+    return out
+
+
+def _mean_series(series: list[dict[str, list[float]]], key: str) -> tuple[list[int], list[float], list[float],
+                                                                           list[float]]:
+    steps = sorted({s for ser in series for s in ser["step"]})
+    mean, lo, hi = [], [], []
+    for s in steps:
+        vals = [ser[key][ser["step"].index(s)] for ser in series if s in ser["step"]]
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            mean.append(float("nan"))
+            lo.append(float("nan"))
+            hi.append(float("nan"))
+            continue
+        mean.append(float(np.mean(vals)))
+        lo.append(float(np.min(vals)))
+        hi.append(float(np.max(vals)))
+    return steps, mean, lo, hi
+
+
+def _edge_mean(series: list[dict[str, list[float]]], key: str, first: bool, n: int = 3) -> float | None:
+    vals = []
+    for ser in series:
+        xs = [v for v in ser[key] if v is not None]
+        if xs:
+            part = xs[:n] if first else xs[-n:]
+            vals.append(float(np.mean(part)))
+    return float(np.mean(vals)) if vals else None
+
+
+def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
+                  wall_s: float, stages: dict) -> dict[str, Any]:
+    from searchgym.train.squeeze import ARM_LABELS
+
+    def ev_block(evs: list[dict]) -> dict[str, Any]:
+        k = evs[0]["k"]
+        fams = sorted({f for e in evs for f in e["train"]["per_family"]})
+        return {
+            "train_success": _ms([e["train"]["success"] for e in evs]),
+            "slot_entropy": _ms([e["train"]["slot_entropy"] for e in evs]),
+            "slot_effective_number": _ms([e["train"]["slot_effective_number"] for e in evs]),
+            "string_entropy": _ms([e["train"]["string_entropy"] for e in evs]),
+            "token_entropy": _ms([e["train"]["token_entropy"] for e in evs]),
+            "queries_per_episode": _ms([e["train"]["queries_per_episode"] for e in evs]),
+            "pass_at_k": {str(j): _ms([e["train"]["pass_at_k"][str(j)] for e in evs])["mean"]
+                          for j in range(1, k + 1)},
+            "per_family": {f: _ms([e["train"]["per_family"].get(f) for e in evs])["mean"] for f in fams},
+            "shift": {s: _ms([e[s]["success"] for e in evs]) for s in SHIFT_SPLITS if s in evs[0]},
+            "shift_slot_entropy": {s: _ms([e[s]["slot_entropy"] for e in evs])["mean"] for s in SHIFT_SPLITS
+                                   if s in evs[0]},
+        }
+
+    start = ev_block([start_eval])
+    arms = {}
+    for arm, evs in arm_results.items():
+        series = _series(out / "arms" / arm, arm)
+        block = ev_block(evs)
+        block.update({
+            "label": ARM_LABELS.get(arm, arm), "seeds": len(evs),
+            "rollout_reward_first": _edge_mean(series, "reward", True),
+            "rollout_reward_last": _edge_mean(series, "reward", False),
+            "rollout_slot_entropy_first": _edge_mean(series, "slot_entropy", True),
+            "rollout_slot_entropy_last": _edge_mean(series, "slot_entropy", False),
+            "rollout_token_entropy_first": _edge_mean(series, "token_entropy", True),
+            "rollout_token_entropy_last": _edge_mean(series, "token_entropy", False),
+            "series": series,
+            "train_time_s": _ms([e.get("train_time_s") for e in evs])["mean"],
+        })
+        arms[arm] = block
+
+    findings: dict[str, Any] = {}
+    s0 = start["train_success"]["mean"]
+    h0 = start["slot_entropy"]["mean"]
+    for arm, b in arms.items():
+        findings[arm] = {
+            "train_success_delta": (b["train_success"]["mean"] - s0) if b["train_success"]["mean"] is not None
+            else None,
+            "slot_entropy_delta": (b["slot_entropy"]["mean"] - h0) if b["slot_entropy"]["mean"] is not None
+            and h0 is not None else None,
+            "rollout_reward_delta": (b["rollout_reward_last"] - b["rollout_reward_first"])
+            if b["rollout_reward_last"] is not None and b["rollout_reward_first"] is not None else None,
+        }
+    if "sft" in findings and "grpo" in findings:
+        a, b = findings["grpo"]["slot_entropy_delta"], findings["sft"]["slot_entropy_delta"]
+        if a is not None and b is not None:
+            findings["rl_squeezes_more_than_sft"] = bool(a < b)
+    rl_arms = [a for a in arms if a != "sft"]
+    findings["rl_improves_train_reward"] = {a: bool((findings[a]["train_success_delta"] or 0) > 0) for a in rl_arms}
+
+    cfg_d = asdict(cfg)
+    return {
+        "schema": 1,
+        "config": cfg_d,
+        "model": cfg.model or "tiny LM (trained on the world)",
+        "n_params": n_params,
+        "device": cfg.device,
+        "wall_s": wall_s,
+        "world": {"passages": None, "n_entities": cfg.n_entities, "seed": cfg.world_seed},
+        "demos": stages.get("sft", {}),
+        "start": start,
+        "arms": arms,
+        "findings": findings,
+    }
+
+
+# ------------------------------------------------------------------------------------------------ plots
+def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    images: dict[str, str] = {}
+    arms = summary["arms"]
+    colors = dict(zip(arms, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3))
+
+    def save(fig: Any, name: str, title: str) -> None:
+        tmp = out / f".{name}.tmp.png"
+        fig.savefig(tmp, dpi=80, format="png")
+        plt.close(fig)
+        os.replace(tmp, out / name)
+        images[title] = name
+
+    def curves(keys: list[tuple[str, str]], name: str, title: str) -> None:
+        fig, axes = plt.subplots(1, len(keys), figsize=(5.2 * len(keys), 3.4), squeeze=False)
+        for ax, (key, label) in zip(axes[0], keys):
+            for arm, b in arms.items():
+                steps, mean, lo, hi = _mean_series(b["series"], key)
+                if not steps:
+                    continue
+                ax.plot(steps, mean, marker="o", ms=2.5, color=colors[arm], label=f"{b['label']} (n={b['seeds']})")
+                if b["seeds"] > 1:
+                    ax.fill_between(steps, lo, hi, color=colors[arm], alpha=0.15, lw=0)
+            ax.set_xlabel("policy step", fontsize=8)
+            ax.set_title(label, fontsize=9)
+            ax.tick_params(labelsize=7)
+        axes[0][0].legend(fontsize=6.5)
+        fig.subplots_adjust(left=0.07, right=0.98, top=0.88, bottom=0.15, wspace=0.25)
+        save(fig, name, title)
+
+    curves([("reward", "rollout reward (train split; band = seed min..max)")], "reward.png", "Reward")
+    curves([("slot_entropy", "query-template entropy (slot level, nats)"),
+            ("effective_number", "effective number of templates exp(H)")],
+           "template_entropy.png", "Template entropy and effective number")
+    curves([("token_entropy", "policy token entropy (agent tokens, nats)")], "token_entropy.png", "Token entropy")
+
+    # pass@k on the train split
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    entries = [("SFT start", summary["start"], "black")] + [(b["label"], b, colors[a]) for a, b in arms.items()]
+    for label, b, col in entries:
+        ks = sorted(int(k) for k in b["pass_at_k"])
+        ax.plot(ks, [b["pass_at_k"][str(k)] for k in ks], marker="o", ms=3, color=col, label=label)
+    ax.set_xlabel("k", fontsize=8)
+    ax.set_ylabel("pass@k (train split)", fontsize=8)
+    ax.legend(fontsize=6.5)
+    ax.set_ylim(0, 1)
+    fig.subplots_adjust(left=0.12, right=0.97, top=0.95, bottom=0.13)
+    save(fig, "pass_at_k.png", "pass@k")
+
+    def bars(groups: list[str], getter: Any, name: str, title: str, ylabel: str, with_err: bool = False) -> None:
+        fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups) + 2), 3.6))
+        width = 0.8 / len(entries)
+        x = np.arange(len(groups))
+        for j, (label, b, col) in enumerate(entries):
+            vals, errs = [], []
+            for g in groups:
+                v = getter(b, g)
+                if isinstance(v, dict):
+                    vals.append(v.get("mean") if v.get("mean") is not None else np.nan)
+                    errs.append(v.get("sd") or 0.0)
+                else:
+                    vals.append(np.nan if v is None else v)
+                    errs.append(0.0)
+            ax.bar(x + j * width, vals, width, color=col, label=label,
+                   yerr=errs if with_err and any(errs) else None, capsize=2)
+        ax.set_xticks(x + 0.4 - width / 2)
+        ax.set_xticklabels(groups, fontsize=7, rotation=15)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_ylim(0, 1)
+        ax.legend(fontsize=6.5)
+        fig.subplots_adjust(left=0.09, right=0.98, top=0.95, bottom=0.18)
+        save(fig, name, title)
+
+    fams = sorted({f for _, b, _ in entries for f in b["per_family"]})
+    bars(fams, lambda b, f: b["per_family"].get(f), "per_family.png", "Success per question family",
+         "success (train split)")
+    splits = ["train", *[s for s in SHIFT_SPLITS if s in summary["start"]["shift"]]]
+    bars(splits, lambda b, s: b["train_success"] if s == "train" else b["shift"].get(s), "shift.png",
+         "Success on the train and shift splits", "success (mean over seeds, bar = sd)", with_err=True)
+    return images
+
+
+# ------------------------------------------------------------------------------------------------ text
+def _f(v: Any, nd: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.{nd}f}"
+
+
+def _msd(b: dict | None, nd: int = 3) -> str:
+    if not b or b.get("mean") is None:
+        return "–"
+    if len(b.get("values", [])) > 1:
+        return f"{b['mean']:.{nd}f} ± {b['sd']:.{nd}f}"
+    return f"{b['mean']:.{nd}f}"
+
+
+def headline_table(summary: dict[str, Any]) -> list[str]:
+    st = summary["start"]
+    shifts = [s for s in SHIFT_SPLITS if s in st["shift"]]
+    head = ["arm", "seeds", "train success", "template entropy (slot)", "effective # templates",
+            "token entropy", *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines.append("| SFT start (warm start) | – | " + " | ".join(
+        [_msd(st["train_success"]), _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
+         _msd(st["token_entropy"]), *[_msd(st["shift"][s]) for s in shifts]]) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | {b['seeds']} | " + " | ".join(
+            [_msd(b["train_success"]), _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
+             _msd(b["token_entropy"]), *[_msd(b["shift"].get(s)) for s in shifts]]) + " |")
+    return lines
+
+
+def findings_text(summary: dict[str, Any]) -> list[str]:
+    st = summary["start"]
+    out = []
+    s0, h0 = st["train_success"]["mean"], st["slot_entropy"]["mean"]
+    for b in summary["arms"].values():
+        s1, h1 = b["train_success"]["mean"], b["slot_entropy"]["mean"]
+        out.append(f"- **{b['label']}**: train success {_f(s0)} → {_f(s1)}; query-template entropy {_f(h0)} → "
+                   f"{_f(h1)} nats (effective number {_f(st['slot_effective_number']['mean'], 1)} → "
+                   f"{_f(b['slot_effective_number']['mean'], 1)}); rollout reward over training "
+                   f"{_f(b['rollout_reward_first'])} → {_f(b['rollout_reward_last'])}.")
+    f = summary["findings"]
+    if "rl_squeezes_more_than_sft" in f:
+        g, s = summary["arms"]["grpo"], summary["arms"]["sft"]
+        verdict = "squeezes the query templates more than" if f["rl_squeezes_more_than_sft"] else \
+            "does not squeeze the query templates more than"
+        out.append(f"- In this run GRPO {verdict} continued SFT (template-entropy change "
+                   f"{_f(f['grpo']['slot_entropy_delta'])} vs {_f(f['sft']['slot_entropy_delta'])} nats; "
+                   f"{g['seeds']} vs {s['seeds']} seed(s)).")
+    return out
+
+
+def headline_markdown(summary: dict[str, Any]) -> str:
+    c = summary["config"]
+    lines = [
+        (f"**RL vs SFT on the embedded world** ({summary['model']}, {summary['n_params'] / 1e6:.2f}M parameters, "
+        f"{c['seeds']} seed(s) per arm, {c['rl']['total_steps']} policy steps of "
+        f"{c['rl']['prompts_per_step']}×{c['rl']['group_size']} episodes; evaluation: {c['eval_samples']} samples "
+        f"per question at T={c['eval_temperature']}; wall time {summary['wall_s'] / 60:.1f} min on "
+        f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`:"),
+        "",
+        *headline_table(summary),
+        "",
+        *findings_text(summary),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
+    c = summary["config"]
+    demos = summary.get("demos") or {}
+    lines = [
+        "# RL squeezes, SFT expands? — query-strategy diversity of a search agent",
+        "",
+        headline_markdown(summary),
+        "## Setup",
+        "",
+        (f"- World: seed {c['world_seed']}, {c['n_entities']} entities; BM25 top-{c['top_k']}, "
+        f"{c['max_turns']} searches per episode, passages cut to {c['passage_chars']} characters."),
+        (f"- Demonstrations: the `diverse` heuristic agent, {c['demo_passes']} passes over the train questions: "
+        f"{demos.get('demos', '–')} episodes, EM {_f(demos.get('demo_em'))}, kept {demos.get('demos_kept', '–')} "
+        f"{'successful ' if c['demo_success_only'] else ''}ones for SFT."),
+        f"- SFT warm start: {demos.get('steps', '–')} steps, final loss {_f(demos.get('final_loss'))}.",
+        (f"- RL: GRPO (group-normalised advantages), token-mean PPO-clip loss (ε={c['rl']['clip_low']}), "
+        f"lr {c['rl']['learning_rate']}, T={c['rl']['temperature']}; KL-Cov k={c['kl_cov_ratio']} (β=1), "
+        f"Clip-Cov r={c['clip_cov_ratio']} band (1, 5) with PPO clip 1; entropy bonus {c['ent_coef']}."),
+        ("- Continued SFT: fresh diverse demonstrations, its policy sampled on the same questions as the RL arms "
+        "at every step (these samples feed the tracker; they are not trained on)."),
+        ("- Template entropy: Shannon entropy (nats) of the slot-level query templates (entities and numbers "
+        "masked into typed slots) of all queries in the evaluation samples / step rollouts."),
+        "",
+        "## Plots",
+        "",
+    ]
+    for title, fname in images.items():
+        lines += [f"### {title}", "", f"![{title}](plots/{fname})", ""]
+    lines += ["## Per-family success (train split)", ""]
+    fams = sorted(summary["start"]["per_family"])
+    lines.append("| model | " + " | ".join(fams) + " |")
+    lines.append("|" + "---|" * (len(fams) + 1))
+    lines.append("| SFT start | " + " | ".join(_f(summary["start"]["per_family"].get(f)) for f in fams) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | " + " | ".join(_f(b["per_family"].get(f)) for f in fams) + " |")
+    lines += ["", "## pass@k (train split)", ""]
+    ks = sorted(int(k) for k in summary["start"]["pass_at_k"])
+    lines.append("| model | " + " | ".join(f"k={k}" for k in ks) + " |")
+    lines.append("|" + "---|" * (len(ks) + 1))
+    lines.append("| SFT start | " + " | ".join(_f(summary["start"]["pass_at_k"][str(k)]) for k in ks) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | " + " | ".join(_f(b["pass_at_k"].get(str(k))) for k in ks) + " |")
+    lines += ["", (f"Wall time: {summary['wall_s']:.0f} s. Files: `summary.json` (all numbers), "
+              "`arms/<arm>/seed<k>/metrics.jsonl` (training scalars), `.../diversity.jsonl` (tracker), "
+              "`.../eval_trajectories.jsonl` (evaluation episodes, analysable with `searchgym analyze`)."), ""]
+    return "\n".join(lines)
+
+
+def _md_to_html(md: str, out: Path) -> str:
+    """A small markdown renderer for this report (headings, tables, lists, images, paragraphs)."""
+    import re
+
+    def inline(s: str) -> str:
+        s = html.escape(s)
+        s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+        s = re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+        return s
+
+    body: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                if not re.match(r"^\|(\s*-+\s*\|)+\s*$", lines[i]):
+                    rows.append([c.strip() for c in lines[i].strip("|").split("|")])
+                i += 1
+            body.append("<table>" + "".join(
+                "<tr>" + "".join(f"<{'th' if r == 0 else 'td'}>{inline(c)}</{'th' if r == 0 else 'td'}>"
+                                 for c in row) + "</tr>" for r, row in enumerate(rows)) + "</table>")
+            continue
+        m = re.match(r"^!\[(.*?)\]\((.*?)\)$", ln)
+        if m:
+            p = out / m.group(2)
+            if p.exists():
+                data = base64.b64encode(p.read_bytes()).decode()
+                body.append(f'<p><img alt="{html.escape(m.group(1))}" src="data:image/png;base64,{data}"></p>')
+        elif ln.startswith("#"):
+            n = len(ln) - len(ln.lstrip("#"))
+            body.append(f"<h{n}>{inline(ln[n:].strip())}</h{n}>")
+        elif ln.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{inline(lines[i][2:])}</li>")
+                i += 1
+            body.append("<ul>" + "".join(items) + "</ul>")
+            continue
+        elif ln.strip():
+            body.append(f"<p>{inline(ln)}</p>")
+        i += 1
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px}"
+             "img{max-width:100%}")
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>squeeze report</title><style>{style}</style>" \
+           f"</head><body>{''.join(body)}</body></html>"
+
+
+def write_report(summary: dict[str, Any], out: Path) -> None:
+    from searchgym.train.checkpoint import atomic_write_text
+
+    images = make_plots(summary, out / "plots")
+    md = render_markdown(summary, images)
+    atomic_write_text(out / "report.md", md)
+    atomic_write_text(out / "report.html", _md_to_html(md, out))
