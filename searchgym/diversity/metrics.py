@@ -20,6 +20,7 @@ labels (one per query); a numpy array of numbers is read as counts. All entropie
 from __future__ import annotations
 
 import gzip
+import itertools
 import math
 import random
 import warnings
@@ -155,7 +156,10 @@ def top_k_mass(x: Any, k: int = 1) -> float:
 
 def mass_coverage(x: Any, mass: float = 0.5) -> int:
     """Number of (most frequent) templates needed to cover ``mass`` of the samples."""
-    c = _counts(x)
+    return _mass_coverage_sorted(_counts(x), mass)
+
+
+def _mass_coverage_sorted(c: list[float], mass: float) -> int:
     n = sum(c)
     acc = 0.0
     for i, v in enumerate(c, 1):
@@ -170,7 +174,11 @@ def rank_frequency_beta(x: Any, top_r: int = 10) -> float:
 
     Larger β = mass concentrated on the first templates. NaN with fewer than two templates.
     """
-    c = _counts(x)[:top_r]
+    return _rank_beta_sorted(_counts(x), top_r)
+
+
+def _rank_beta_sorted(c: list[float], top_r: int) -> float:
+    c = c[:top_r]
     m = len(c)
     if m < 2:
         return float("nan")
@@ -227,7 +235,6 @@ def template_stats(x: Any, *, top_r: int = 10) -> dict[str, float]:
                 "normalized_entropy": nan, "effective_number": nan, "inverse_simpson": nan, "top1_mass": nan,
                 "top5_mass": nan, "templates_50pct": 0, "templates_80pct": 0, "rank_beta": nan}
     h = _entropy_of(c)
-    counts = dict(enumerate(c))  # a mapping is read as counts by the helpers below
     return {
         "n": n,
         "n_templates": k,
@@ -238,9 +245,9 @@ def template_stats(x: Any, *, top_r: int = 10) -> dict[str, float]:
         "inverse_simpson": n * n / sum(v * v for v in c),
         "top1_mass": c[0] / n,
         "top5_mass": sum(c[:5]) / n,
-        "templates_50pct": mass_coverage(counts, 0.5),
-        "templates_80pct": mass_coverage(counts, 0.8),
-        "rank_beta": rank_frequency_beta(counts, top_r),
+        "templates_50pct": _mass_coverage_sorted(c, 0.5),
+        "templates_80pct": _mass_coverage_sorted(c, 0.8),
+        "rank_beta": _rank_beta_sorted(c, top_r),
     }
 
 
@@ -267,7 +274,20 @@ def distinct_ns(texts: Sequence[str], ns: Sequence[int] = (1, 2)) -> dict[int, f
     out: dict[int, float] = {}
     for n in ns:
         total = 0
-        uniq: set[tuple[str, ...]] = set()
+        uniq: set = set()
+        if n == 1:  # unique tokens == unique 1-grams; no tuples needed
+            for tk in toks:
+                total += len(tk)
+                uniq.update(tk)
+            out[n] = len(uniq) / total if total else float("nan")
+            continue
+        if n == 2:
+            for tk in toks:
+                if len(tk) >= 2:
+                    total += len(tk) - 1
+                    uniq.update(itertools.pairwise(tk))
+            out[n] = len(uniq) / total if total else float("nan")
+            continue
         for tk in toks:
             if len(tk) < n:
                 continue
@@ -498,6 +518,35 @@ def bootstrap_ci(fn: Callable[[list], float], items: Sequence[Any], n_boot: int 
     if method == "basic":
         lo, hi = 2 * est - hi, 2 * est - lo
     return CI(est, float(lo), float(hi))
+
+
+_SMALL_ENTROPY: dict[tuple[int, ...], float] = {}
+
+
+def _label_entropy(v: Sequence[Hashable]) -> float:
+    """``entropy(list(v))`` for a non-empty label sequence, memoised on its sorted count profile (the
+    value depends on nothing else, and the many small per-question groups share few profiles)."""
+    n = len(v)
+    k = len(set(v))
+    if k == n:
+        sig: tuple[int, ...] = (1,) * n
+    elif k == 1:
+        sig = (n,)
+    else:
+        sig = tuple(sorted(Counter(v).values(), reverse=True))
+    h = _SMALL_ENTROPY.get(sig)
+    if h is None:
+        h = _entropy_of([float(x) for x in sig])
+        if len(_SMALL_ENTROPY) < 4096:
+            _SMALL_ENTROPY[sig] = h
+    return h
+
+
+def within_entropy(groups: Mapping[Hashable, Sequence[Hashable]], *, min_group: int = 2) -> float:
+    """``within_across(groups, entropy, min_group=min_group)["within"]`` without the pooled (across)
+    pass: the mean plug-in entropy over groups of at least ``min_group`` labels (NaN if none)."""
+    per = [_label_entropy(v) for v in groups.values() if len(v) >= min_group and len(v) > 0]
+    return float(np.mean(per)) if per else float("nan")
 
 
 def within_across(groups: Mapping[Hashable, Sequence[Any]], fn: Callable[[list], float], *,

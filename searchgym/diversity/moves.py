@@ -107,30 +107,45 @@ def classify_move(prev_query: str, query: str, *, evidence_terms: Iterable[str] 
     ``evidence_terms``: terms of the evidence retrieved before ``query`` (raw or stemmed words; they are
     stemmed here). ``question``: its terms do not count as adopted from evidence.
     """
+    return _classify(prev_query, query, evidence_terms, None, question)
+
+
+@lru_cache(maxsize=1 << 17)
+def _evidence_key(e: str) -> str:
+    """How an evidence term is compared with query terms (single words are normalised and stemmed)."""
+    return stem(normalize(e)) if " " not in e else e
+
+
+def _classify(prev_query: str, query: str, evidence_terms: Iterable[str], evidence_keys: set[str] | None,
+              question: str | None) -> str:
+    """``classify_move``; ``evidence_keys`` (``_evidence_key`` of each evidence term) may be given
+    precomputed, as ``episode_moves`` does while its evidence set grows."""
     n1, n2 = normalize(prev_query), normalize(query)
     if n1 == n2:
         return "repeat"
     t1, t2 = n1.split(), n2.split()
-    if sorted(t1) == sorted(t2):
+    if len(t1) == len(t2) and sorted(t1) == sorted(t2):
         return "reorder"
     if n1.replace(" ", "") == n2.replace(" ", ""):
         return "spelling_fix"
     w1, w2 = _terms(n1), _terms(n2)
     if w1 == w2:
         return "spelling_fix"  # stemming / function-word change only
-    d1, d2 = set(t1) - set(t2), set(t2) - set(t1)
+    s1, s2 = set(t1), set(t2)
+    d1, d2 = s1 - s2, s2 - s1
     if len(d1) == 1 and len(d2) == 1:
         a, b = next(iter(d1)), next(iter(d2))
         ed = edit_distance(a, b, limit=3)
         if ed <= 2 and ed / max(len(a), len(b)) <= 0.34:
             return "spelling_fix"  # one misspelt word corrected
     added = w2 - w1
-    if added and evidence_terms:
-        ev = {stem(normalize(e)) if " " not in e else e for e in evidence_terms}
-        ev = {e for e in ev if e}
-        qterms = _terms(question) if question else frozenset()
-        if (added - qterms) & ev:
-            return "new_hop"
+    if added and (evidence_keys if evidence_keys is not None else evidence_terms):
+        fresh = added - _terms(question) if question else added
+        if fresh:  # else nothing new can come from the evidence: skip mapping it
+            if evidence_keys is None:
+                evidence_keys = {_evidence_key(e) for e in evidence_terms}
+            if any(k and k in evidence_keys for k in fresh):
+                return "new_hop"
     if w1 < w2:
         return "add_words"
     if w2 < w1:
@@ -146,12 +161,32 @@ def classify_move(prev_query: str, query: str, *, evidence_terms: Iterable[str] 
 def episode_moves(queries: Sequence[str], evidence_per_step: Sequence[str | Iterable[str]] | None = None, *,
                   question: str | None = None) -> list[str]:
     """Moves between consecutive queries; evidence of steps < t feeds ``new_hop`` for the t-th query."""
+    ev_sets = None
+    if evidence_per_step is not None:
+        ev_sets = [_evidence_terms(e) for e in evidence_per_step[:max(0, len(queries) - 1)]]
+    return _moves(queries, ev_sets, question)
+
+
+def _evidence_terms(evidence: str | Iterable[str]) -> frozenset[str]:
+    if isinstance(evidence, str):
+        return _terms(evidence)
+    out: set[str] = set()
+    for e in evidence:
+        out |= _terms(e)
+    return frozenset(out)
+
+
+def _moves(queries: Sequence[str], ev_sets: Sequence[frozenset[str]] | None, question: str | None) -> list[str]:
     moves: list[str] = []
     seen_ev: set[str] = set()
+    keys: set[str] = set()
     for t in range(1, len(queries)):
-        if evidence_per_step is not None and t - 1 < len(evidence_per_step):
-            seen_ev |= evidence_term_set(evidence_per_step[t - 1])
-        moves.append(classify_move(queries[t - 1], queries[t], evidence_terms=seen_ev, question=question))
+        if ev_sets is not None and t - 1 < len(ev_sets):
+            new = ev_sets[t - 1] - seen_ev
+            if new:
+                seen_ev |= new
+                keys.update(map(_evidence_key, new))
+        moves.append(_classify(queries[t - 1], queries[t], seen_ev, keys if seen_ev else None, question))
     return moves
 
 
@@ -162,6 +197,10 @@ def ctar(queries: Sequence[str], evidence_per_step: Sequence[str | Iterable[str]
     |N_t|. ``evidence_per_step[s]`` is the text (or texts) retrieved by query s. The value is NaN where it
     is undefined: at t = 0 (no evidence yet) and when q_t introduces no new term.
     """
+    return _ctar(queries, [_evidence_terms(e) for e in evidence_per_step[:max(0, len(queries) - 1)]])
+
+
+def _ctar(queries: Sequence[str], ev_sets: Sequence[frozenset[str]]) -> list[float]:
     out: list[float] = []
     prior_q: set[str] = set()
     prior_ev: set[str] = set()
@@ -173,9 +212,19 @@ def ctar(queries: Sequence[str], evidence_per_step: Sequence[str | Iterable[str]
         else:
             out.append(len(new & prior_ev) / len(new))
         prior_q |= w
-        if t < len(evidence_per_step):
-            prior_ev |= evidence_term_set(evidence_per_step[t])
+        if t < len(ev_sets):
+            prior_ev |= ev_sets[t]
     return out
+
+
+def moves_and_ctar(queries: Sequence[str], evidence_per_step: Sequence[str | Iterable[str]] | None, *,
+                   question: str | None = None) -> tuple[list[str], list[float]]:
+    """``(episode_moves(queries, evidence_per_step, question=question), ctar(queries, evidence_per_step))``
+    with the evidence terms computed once (the CTAR list is empty when there is no evidence)."""
+    if evidence_per_step is None:
+        return _moves(queries, None, question), []
+    ev_sets = [_evidence_terms(e) for e in evidence_per_step[:max(0, len(queries) - 1)]]
+    return _moves(queries, ev_sets, question), _ctar(queries, ev_sets)
 
 
 def transition_matrix(move_sequences: Iterable[Sequence[str]]) -> dict[str, dict[str, int]]:
@@ -188,5 +237,5 @@ def transition_matrix(move_sequences: Iterable[Sequence[str]]) -> dict[str, dict
     return m
 
 
-__all__ = ["MOVES", "classify_move", "ctar", "edit_distance", "episode_moves", "evidence_term_set", "stem",
-           "terms", "tokens", "transition_matrix"]
+__all__ = ["MOVES", "classify_move", "ctar", "edit_distance", "episode_moves", "evidence_term_set",
+           "moves_and_ctar", "stem", "terms", "tokens", "transition_matrix"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 
 from searchgym.errors import ConfigError
@@ -128,10 +128,33 @@ _MARK = "xslotx"
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
 
 
+def _ascii_table(punct: re.Pattern) -> dict[int, str | None]:
+    """str.translate table doing ``_APOS.sub('')`` then ``punct.sub(' ')`` on ASCII text (one C pass).
+
+    Built by asking the regexes themselves about each ASCII character, so the two paths agree exactly.
+    """
+    table: dict[int, str | None] = {}
+    for i in range(128):
+        ch = chr(i)
+        if _APOS.fullmatch(ch):
+            table[i] = None
+        elif punct.fullmatch(ch):
+            table[i] = " "
+    return table
+
+
+_NORM_TABLE = _ascii_table(_PUNCT_STRICT)
+_SLOT_TABLE = _ascii_table(_PUNCT)
+
+
 @lru_cache(maxsize=1 << 17)
 def normalize(text: str) -> str:
     """Lowercase, drop apostrophes, punctuation -> space, collapse whitespace (the ``string`` level)."""
-    text = unicodedata.normalize("NFKC", text or "").lower()
+    if not text:
+        return ""
+    if text.isascii():  # NFKC is the identity on ASCII; \s+ collapse + strip == split/join
+        return " ".join(text.lower().translate(_NORM_TABLE).split())
+    text = unicodedata.normalize("NFKC", text).lower()
     text = _APOS.sub("", text)
     text = _PUNCT_STRICT.sub(" ", text)
     return _WS.sub(" ", text).strip()
@@ -187,32 +210,49 @@ def _mark(text: str, spans: list[tuple[int, int, str]]) -> str:
 
 
 class _SpanIndex:
-    """Longest-match lookup of known multi-word names over normalised token sequences."""
+    """Longest-match lookup of known multi-word names over normalised token sequences.
 
-    __slots__ = ("full", "prefixes")
+    ``starts`` holds the first token of every name: a token not in it starts no name (one set lookup,
+    the common case, instead of probing ``full`` and ``prefixes``).
+    """
+
+    __slots__ = ("full", "prefixes", "starts")
 
     def __init__(self) -> None:
         self.full: dict[str, str] = {}
         self.prefixes: set[str] = set()
+        self.starts: set[str] = set()
 
     def add(self, name: str, slot: str = "E") -> None:
         for key, prefixes in _name_entries(name):
             self.full.setdefault(key, slot)
-            self.prefixes.update(prefixes)
+            if prefixes:
+                self.prefixes.update(prefixes)
+                self.starts.add(prefixes[0])
+            else:
+                self.starts.add(key)
+
+    def copy(self) -> _SpanIndex:
+        new = _SpanIndex()
+        new.full = self.full.copy()
+        new.prefixes = self.prefixes.copy()
+        new.starts = self.starts.copy()
+        return new
 
     def __len__(self) -> int:
         return len(self.full)
 
-    def match(self, toks: list[str], i: int) -> tuple[int, str] | None:
+    def match(self, toks: Sequence[str], i: int) -> tuple[int, str] | None:
         """Longest name starting at token i: (end index, slot) or None."""
         best = None
         key = ""
+        full, prefixes = self.full, self.prefixes
         for j in range(i, len(toks)):
             key = toks[j] if j == i else key + " " + toks[j]
-            slot = self.full.get(key)
+            slot = full.get(key)
             if slot is not None:
                 best = (j + 1, slot)
-            if key not in self.prefixes:
+            if key not in prefixes:
                 break
         return best
 
@@ -264,6 +304,7 @@ class Templater:
             self._index.add(t, slot_type(self.entity_types.get(t)))
         self._q_cache: dict[str, _SpanIndex] = {}
         self._t_cache: dict[tuple[str, ...], _SpanIndex] = {}
+        self._t_last: tuple[tuple[str, ...], _SpanIndex] | None = None
         self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[tuple[str, str]]] = {}
 
     # -- context (question spans + retrieved titles), cached ---------------------------------------
@@ -285,19 +326,26 @@ class Templater:
             return None
         idx = self._t_cache.get(titles)
         if idx is None:
-            idx = _SpanIndex()
-            for t in titles:
+            # An episode's retrieved titles only grow: extend the previous index rather than rebuild it
+            # (the same adds in the same order, so the same index).
+            last = self._t_last
+            if last is not None and len(last[0]) < len(titles) and titles[:len(last[0])] == last[0]:
+                idx, rest = last[1].copy(), titles[len(last[0]):]
+            else:
+                idx, rest = _SpanIndex(), titles
+            for t in rest:
                 idx.add(t, slot_type(self.entity_types.get(t)))
             if len(self._t_cache) >= self._cache_size:
                 self._t_cache.clear()
             self._t_cache[titles] = idx
+        self._t_last = (titles, idx)
         return idx
 
     # -- levels -----------------------------------------------------------------------------------
     def slot_tokens(self, query: str, *, question: str | None = None,
                     retrieved_titles: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(token, pos) pairs of the slot template; slot tokens are '<TYPE>' with pos PROPN/NUM."""
-        rt = tuple(retrieved_titles or ())
+        rt = retrieved_titles if type(retrieved_titles) is tuple else tuple(retrieved_titles or ())
         key = (query, question, rt)
         hit = self._memo.get(key)
         if hit is not None:
@@ -309,71 +357,55 @@ class Templater:
         return out
 
     def _slot_tokens(self, query: str, indices: tuple[_SpanIndex | None, ...]) -> list[tuple[str, str]]:
-        raw = query or ""
-        if not raw.isascii():
-            raw = unicodedata.normalize("NFKC", raw)
-        spans: list[tuple[int, int, str]] = []
-        if '"' in raw or "\u201c" in raw:
-            for m in _QUOTED.finditer(raw):
-                spans.append((m.start(), m.end(), "Q"))
-        if "-" in raw or "/" in raw:
-            for m in _ISO_DATE.finditer(raw):
-                spans.append((m.start(), m.end(), "DATE"))
-        # capitalised runs inside the query (not the first word) are entities too
-        caps = _cap_spans(raw) if not raw.islower() else ()
-        text = _mark(raw, spans) if spans else raw
-        text = _APOS.sub("", text.lower())
-        text = _PUNCT.sub(" ", text)
-        toks = text.split()
+        toks, infos, marked, cap_idx = _prepare(query)
         active = [idx for idx in indices if idx is not None and idx.full]
-        if caps:
-            cap_idx = _SpanIndex()
-            for c in caps:
-                cap_idx.add(c, "E")
+        if cap_idx is not None:
             active.append(cap_idx)
         out: list[tuple[str, str]] = []
         i, n = 0, len(toks)
         while i < n:
             t = toks[i]
-            if spans and t.startswith(_MARK):
+            if marked and t.startswith(_MARK):
                 slot = t[len(_MARK):].upper()
                 out.append((f"<{slot}>", _SLOT_POS.get(slot, "PROPN")))
                 i += 1
                 continue
-            best = None
-            for idx in active:
-                if t not in idx.full and t not in idx.prefixes:
-                    continue  # no name starts with this token (the common case)
-                m = idx.match(toks, i)
-                if m is not None and (best is None or m[0] > best[0]):
-                    best = m
-            if best is not None:
-                end, slot = best
-                # a lone month/year/number name is a date/number, not a title
-                if not (end == i + 1 and (_NUMBER.match(t) or t in MONTHS)):
-                    out.append((f"<{slot}>", "PROPN"))
-                    i = end
-                    continue
+            is_num, is_month, is_year, pos = infos[i]
+            if active:
+                best = None
+                for idx in active:
+                    if t not in idx.starts:
+                        continue  # no name starts with this token (the common case)
+                    m = idx.match(toks, i)
+                    if m is not None and (best is None or m[0] > best[0]):
+                        best = m
+                if best is not None:
+                    end, slot = best
+                    # a lone month/year/number name is a date/number, not a title
+                    if not (end == i + 1 and (is_num or is_month)):
+                        out.append((_SLOT_TOKEN.get(slot) or f"<{slot}>", "PROPN"))
+                        i = end
+                        continue
             # dates: month [day] [year] | day month [year] | year
-            if t in MONTHS and t != "may" or (t == "may" and i + 1 < n and _NUMBER.match(toks[i + 1])):
+            if is_month and t != "may" or (t == "may" and i + 1 < n and infos[i + 1][0]):
                 j = i + 1
-                while j < n and j <= i + 2 and _NUMBER.match(toks[j]):
+                while j < n and j <= i + 2 and infos[j][0]:
                     j += 1
                 out.append(("<DATE>", "NUM"))
                 i = j
                 continue
-            if _NUMBER.match(t):
-                if i + 1 < n and toks[i + 1] in MONTHS and toks[i + 1] != "may":
+            if is_num:
+                if i + 1 < n and infos[i + 1][1] and toks[i + 1] != "may":
                     j = i + 2
-                    if j < n and _YEAR.match(toks[j]):
+                    if j < n and infos[j][2]:
                         j += 1
                     out.append(("<DATE>", "NUM"))
                     i = j
                     continue
-                out.append(("<DATE>" if _YEAR.match(t) else "<NUM>", "NUM"))
+                out.append(("<DATE>" if is_year else "<NUM>", "NUM"))
                 i += 1
                 continue
-            out.append((t, word_pos(t)))
+            out.append((t, pos))
             i += 1
         # collapse consecutive identical slots ("<E> <E>" from adjacent names -> one slot)
         merged: list[tuple[str, str]] = []
@@ -456,6 +488,53 @@ def _entity_run(run: str) -> str | None:
     if not words or words[0].lower() in MONTHS or words[0].isdigit():
         return None
     return " ".join(words)
+
+
+_SLOT_TOKEN = {t: f"<{t}>" for t in SLOT_TYPES}
+_TOK_INFO: dict[str, tuple[bool, bool, bool, str]] = {}
+
+
+def _tok_info(t: str) -> tuple[bool, bool, bool, str]:
+    """(is a number, is a month name, is a year, POS) of one slot-pass token, cached."""
+    info = _TOK_INFO.get(t)
+    if info is None:
+        info = (_NUMBER.match(t) is not None, t in MONTHS, _YEAR.match(t) is not None, word_pos(t))
+        if len(_TOK_INFO) >= 1 << 17:
+            _TOK_INFO.clear()
+        _TOK_INFO[t] = info
+    return info
+
+
+@lru_cache(maxsize=1 << 16)
+def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool, str], ...], bool,
+                                  _SpanIndex | None]:
+    """The context-free part of the slot pass, cached per raw query: its tokens (quoted strings and
+    ISO dates already replaced by markers), their token info, whether markers are present, and the
+    index of the query's own capitalised runs (None when it has none)."""
+    raw = query or ""
+    if not raw.isascii():
+        raw = unicodedata.normalize("NFKC", raw)
+    spans: list[tuple[int, int, str]] = []
+    if '"' in raw or "\u201c" in raw:
+        for m in _QUOTED.finditer(raw):
+            spans.append((m.start(), m.end(), "Q"))
+    if "-" in raw or "/" in raw:
+        for m in _ISO_DATE.finditer(raw):
+            spans.append((m.start(), m.end(), "DATE"))
+    # capitalised runs inside the query (not the first word) are entities too
+    caps = _cap_spans(raw) if not raw.islower() else ()
+    text = (_mark(raw, spans) if spans else raw).lower()
+    if text.isascii():
+        text = text.translate(_SLOT_TABLE)
+    else:
+        text = _PUNCT.sub(" ", _APOS.sub("", text))
+    toks = tuple(text.split())
+    cap_idx = None
+    if caps:
+        cap_idx = _SpanIndex()
+        for c in caps:
+            cap_idx.add(c, "E")
+    return toks, tuple(_tok_info(t) for t in toks), bool(spans), cap_idx
 
 
 _DEFAULT = Templater()

@@ -33,7 +33,7 @@ import json
 import logging
 import math
 import os
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
-from searchgym.diversity.moves import MOVES, ctar, episode_moves
+from searchgym.diversity.moves import MOVES, _moves, moves_and_ctar
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize
 from searchgym.errors import ConfigError
 from searchgym.trajectory import Trajectory
@@ -62,8 +62,13 @@ def step_titles(step: Any) -> list[str]:
 
 
 def step_evidence(step: Any) -> list[str]:
+    return _step_evidence(step, step_titles(step))
+
+
+def _step_evidence(step: Any, titles: list[str]) -> list[str]:
+    """``step_evidence`` given the step's already-read ``step_titles``."""
     extra = getattr(step, "extra", None) or {}
-    out = step_titles(step)
+    out = list(titles)
     for k in _EVIDENCE_KEYS:
         v = extra.get(k)
         if isinstance(v, str) and v:
@@ -71,6 +76,14 @@ def step_evidence(step: Any) -> list[str]:
         elif isinstance(v, list):
             out.extend(str(x) for x in v)
     return out
+
+
+def _step_queries(step: Any) -> list[str]:
+    """The queries of one search step (several for a parallel search), as ``Trajectory.queries``."""
+    multi = step.extra.get("queries") if step.extra else None
+    if multi:
+        return [str(q) for q in multi]
+    return [step.query] if step.query is not None else []
 
 
 def _as_traj(t: Any) -> Trajectory:
@@ -134,6 +147,7 @@ class DiversityTracker:
         if not 0.0 < alarm_fraction < 1.0:
             raise ConfigError(f"alarm_fraction must be in (0, 1), got {alarm_fraction}")
         self.levels = levels
+        self._text_levels = tuple(lv for lv in levels if lv in TEXT_LEVELS)
         self.templater = Templater(titles, entity_types=entity_types)
         self.alarm_fraction = float(alarm_fraction)
         if alarm_level is None:
@@ -165,20 +179,25 @@ class DiversityTracker:
     # ------------------------------------------------------------------------------------------
     def template_episode(self, traj: Trajectory) -> dict[str, list[str]]:
         """Templates of the queries of one episode at each text level (titles seen so far in it count)."""
-        out: dict[str, list[str]] = {lv: [] for lv in self.levels if lv in TEXT_LEVELS}
-        seen_titles: list[str] = []
-        text_levels = [lv for lv in self.levels if lv in TEXT_LEVELS]
-        for step in traj.steps:
-            if step.kind != "search":
-                continue
-            multi = step.extra.get("queries") if step.extra else None
-            qs = [str(q) for q in multi] if multi else ([step.query] if step.query is not None else [])
+        searches = [s for s in traj.steps if s.kind == "search"]
+        per_step = [_step_queries(s) for s in searches]
+        return self._template_steps(traj.question, per_step, [step_titles(s) for s in searches])
+
+    def _template_steps(self, question: str | None, per_step: list[list[str]],
+                        titles: list[list[str]]) -> dict[str, list[str]]:
+        """``template_episode`` from an episode's per-search-step queries and retrieved titles."""
+        levels = self._text_levels
+        out: dict[str, list[str]] = {lv: [] for lv in levels}
+        if not levels:
+            return out
+        templates = self.templater.templates
+        seen: tuple[str, ...] = ()
+        for qs, ts in zip(per_step, titles):
             for q in qs:
-                tpl = self.templater.templates(q, text_levels, question=traj.question,
-                                               retrieved_titles=tuple(seen_titles))
-                for lv, t in tpl.items():
+                for lv, t in templates(q, levels, question=question, retrieved_titles=seen).items():
                     out[lv].append(t)
-            seen_titles.extend(step_titles(step))
+            if ts:
+                seen = seen + tuple(ts)
         return out
 
     def update(self, step: int, trajectories: Sequence[Any], token_entropies: Any = None,
@@ -200,34 +219,46 @@ class DiversityTracker:
                 rewards: Sequence[float] | None) -> dict[str, float]:
         trajs = [_as_traj(t) for t in trajectories]
         m: dict[str, float] = {"step": float(step)}
-        per_level: dict[str, list[str]] = defaultdict(list)
-        first_by_q: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
-        all_by_q: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+        per_level: dict[str, list[str]] = {lv: [] for lv in self.levels}
+        # per level: question -> templates of all its queries / of the first query of each episode
+        all_by_q: dict[str, dict[str, list[str]]] = {lv: {} for lv in self.levels}
+        first_by_q: dict[str, dict[str, list[str]]] = {lv: {} for lv in self.levels}
         all_queries: list[str] = []
+        episode_queries: list[tuple[str, list[str]]] = []
         moves: list[str] = []
         dup_rates: list[float] = []
         yields: list[float] = []
         ctars: list[float] = []
+        text_levels = self._text_levels
         for tr in trajs:
-            qs = tr.queries
+            searches = [s for s in tr.steps if s.kind == "search"]
+            per_step = [_step_queries(s) for s in searches]
+            qs = [q for x in per_step for q in x]  # == tr.queries
             all_queries.extend(qs)
-            tpl = self.template_episode(tr)
             qid = tr.question_id or tr.question
-            for lv, ts in tpl.items():
-                per_level[lv].extend(ts)
-                all_by_q[lv][qid].extend(ts)
-                if ts:
-                    first_by_q[lv][qid].append(ts[0])
+            episode_queries.append((qid, qs))
+            titles = [step_titles(s) for s in searches]
+            if text_levels:
+                tpl = self._template_steps(tr.question, per_step, titles)
+                for lv, ts in tpl.items():
+                    per_level[lv].extend(ts)
+                    group = all_by_q[lv].get(qid)
+                    if group is None:
+                        group = all_by_q[lv][qid] = []
+                    group.extend(ts)
+                    if ts:  # (a question's first-query group starts at its first episode with a query)
+                        first_by_q[lv].setdefault(qid, []).append(ts[0])
             if qs:
                 dup_rates.append(M.duplicate_query_rate(qs))
-            searches = [s for s in tr.steps if s.kind == "search"]
-            evidence = [step_evidence(s) for s in searches]
-            if len(qs) == len(searches):
-                moves.extend(episode_moves(qs, evidence if any(evidence) else None, question=tr.question))
-                if any(evidence):
-                    ctars.extend(x for x in ctar(qs, evidence) if not math.isnan(x))
-            else:  # parallel queries in one step: no per-query evidence alignment
-                moves.extend(episode_moves(qs, None, question=tr.question))
+            if len(qs) >= 2:  # one query: no move, and its CTAR is undefined (NaN, dropped)
+                if len(qs) == len(searches):
+                    evidence = [_step_evidence(s, t) for s, t in zip(searches, titles)]
+                    has_ev = any(evidence)
+                    mv, ct = moves_and_ctar(qs, evidence if has_ev else None, question=tr.question)
+                    moves.extend(mv)
+                    ctars.extend(x for x in ct if not math.isnan(x))
+                else:  # parallel queries in one step: no per-query evidence alignment
+                    moves.extend(_moves(qs, None, tr.question))
             docs = [s.doc_ids for s in searches if s.doc_ids]
             if docs:
                 y = M.new_document_yield(docs)
@@ -237,26 +268,25 @@ class DiversityTracker:
             labels = self.clusterer.assign([normalize(q) for q in all_queries])
             per_level["semantic"] = labels
             i = 0
-            for tr in trajs:
-                qs = tr.queries
-                qid = tr.question_id or tr.question
+            for qid, qs in episode_queries:
                 lab = labels[i:i + len(qs)]
                 i += len(qs)
-                all_by_q["semantic"][qid].extend(lab)
+                all_by_q["semantic"].setdefault(qid, []).extend(lab)
                 if lab:
-                    first_by_q["semantic"][qid].append(lab[0])
+                    first_by_q["semantic"].setdefault(qid, []).append(lab[0])
 
         for lv in self.levels:
             ts = per_level.get(lv, [])
-            self.cumulative[lv].update(ts)
             if not ts:
                 continue
-            st = M.template_stats(ts)
+            counts = Counter(ts)  # counted once: the cumulative counts and every statistic reuse it
+            self.cumulative[lv].update(counts)
+            st = M.template_stats(counts)
             for key in ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number",
                         "inverse_simpson", "top1_mass", "top5_mass", "n_templates", "rank_beta"):
                 m[f"diversity/{lv}/{key}"] = float(st[key])
-            m[f"diversity/{lv}/within_question_entropy"] = M.within_across(all_by_q[lv], M.entropy)["within"]
-            m[f"diversity/{lv}/first_query_within_entropy"] = M.within_across(first_by_q[lv], M.entropy)["within"]
+            m[f"diversity/{lv}/within_question_entropy"] = M.within_entropy(all_by_q[lv])
+            m[f"diversity/{lv}/first_query_within_entropy"] = M.within_entropy(first_by_q[lv])
 
         n_q = len(all_queries)
         m["diversity/queries/n"] = float(n_q)
