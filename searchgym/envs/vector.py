@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -18,44 +19,73 @@ from searchgym.trajectory import Trajectory
 _PRIMITIVE = {bool: np.bool_, int: np.int64, float: np.float64}
 
 
-class _MissingType:
-    pass
-
-
-_MISSING = _MissingType()
-_EMPTY: dict[str, Any] = {}
-
-
 def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[str, Any]:
     """Gymnasium's dict-of-arrays info: ``info[key][i]`` for env ``i``, and a mask ``info["_key"]``.
 
     A key whose values are all bool / int / float gets an array of that dtype; dict values are stacked
     recursively; anything else (strings, lists, None mixed in) an object array. Unlike
-    ``VectorEnv._add_info`` the dtype does not depend on which environment reported first.
+    ``VectorEnv._add_info`` the dtype does not depend on which environment reported first. Envs whose infos
+    share one key set are gathered together (``itemgetter`` + ``zip``), so the cost is per key, not per
+    (key, env).
     """
-    keys: dict[str, None] = {}
-    for d in infos:
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, d in enumerate(infos):
         if d:
-            keys.update(dict.fromkeys(d))
-    miss = _MISSING
-    rows = [d if d else _EMPTY for d in infos]
+            keys = tuple(d)
+            g = groups.get(keys)
+            if g is None:
+                groups[keys] = [i]
+            else:
+                g.append(i)
+    # key -> list of (env indices, values)
+    pieces: dict[str, list[tuple[list[int], tuple]]] = {}
+    for keys, idx in groups.items():
+        rows = [infos[i] for i in idx]
+        if len(keys) == 1:
+            cols = [tuple(d[keys[0]] for d in rows)]
+        else:
+            cols = list(zip(*map(itemgetter(*keys), rows)))
+        for k, col in zip(keys, cols):
+            p = pieces.get(k)
+            if p is None:
+                pieces[k] = [(idx, col)]
+            else:
+                p.append((idx, col))
     out: dict[str, Any] = {}
-    for k in keys:
-        col = [d.get(k, miss) for d in rows]
-        mask = np.array([v is not miss for v in col], dtype=np.bool_)
-        types = set(map(type, col))
-        full = _MissingType not in types
-        types.discard(_MissingType)
+    masks: dict[int, np.ndarray] = {}  # keys present in the same envs share one mask computation
+    for k, parts in pieces.items():
+        if len(parts) == 1:
+            idx, col = parts[0]
+            full = len(idx) == num_envs
+            types = set(map(type, col))
+        else:
+            idx = [i for ix, _ in parts for i in ix]
+            col = tuple(v for _, c in parts for v in c)
+            full = False  # pieces are grouped by key set, not in env order
+            types = set(map(type, col))
+        m = masks.get(id(idx)) if len(parts) == 1 else None
+        if m is None:
+            m = np.zeros(num_envs, dtype=np.bool_)
+            m[idx] = True
+            if len(parts) == 1:
+                masks[id(idx)] = m
+        mask = m.copy()
         t = types.pop() if len(types) == 1 else None
-        if t is dict:  # nested infos (e.g. same-step "final_info") stack recursively
-            out[k] = stack_infos([None if v is miss else v for v in col], num_envs)
+        if t is dict:
+            sub: list[Any] = [None] * num_envs
+            for i, v in zip(idx, col):
+                sub[i] = v
+            out[k] = stack_infos(sub, num_envs)
         elif t in _PRIMITIVE:
-            out[k] = np.array(col if full else [0 if v is miss else v for v in col], dtype=_PRIMITIVE[t])
+            if full:
+                out[k] = np.array(col, dtype=_PRIMITIVE[t])
+            else:
+                arr = np.zeros(num_envs, dtype=_PRIMITIVE[t])
+                arr[idx] = col
+                out[k] = arr
         else:
             arr = np.empty(num_envs, dtype=object)
-            for i, v in enumerate(col):  # element-wise: a slice assignment would broadcast equal-length lists
-                if v is not miss:
-                    arr[i] = v
+            arr[idx] = np.fromiter(col, dtype=object, count=len(col))
             out[k] = arr
         out["_" + k] = mask
     return out
