@@ -39,7 +39,7 @@ import math
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
-from searchgym.diversity.templates import content_terms, normalize, tokens
+from searchgym.diversity.templates import _STOP, normalize, tokens
 
 MOVES = ("repeat", "reorder", "spelling_fix", "new_hop", "add_words", "remove_words", "substitution",
          "parallel_move", "new_topic")
@@ -68,7 +68,22 @@ def terms(text: str) -> set[str]:
 
 @lru_cache(maxsize=1 << 17)
 def _terms(text: str) -> frozenset[str]:
-    return frozenset(stem(t) for t in content_terms(text))
+    return _nterms(normalize(text))
+
+
+@lru_cache(maxsize=1 << 17)
+def _nterms(normalized: str) -> frozenset[str]:
+    """``_terms`` of a text given its ``normalize`` d form (content_terms = its tokens minus stop words,
+    or all of them when none is left)."""
+    toks = normalized.split()
+    kept = [t for t in toks if t not in _STOP]
+    return frozenset(map(stem, kept or toks))
+
+
+def _norm_terms(n: str) -> frozenset[str]:
+    """``_terms(n)`` for an ``n`` that ``normalize`` returned: ASCII output of ``normalize`` is a fixed point
+    of it (lowercase, no punctuation or apostrophes, single spaces), so its terms are ``_nterms(n)``."""
+    return _nterms(n) if n.isascii() else _terms(n)
 
 
 def evidence_term_set(evidence: str | Iterable[str]) -> set[str]:
@@ -128,7 +143,7 @@ def _classify(prev_query: str, query: str, evidence_terms: Iterable[str], eviden
         return "reorder"
     if n1.replace(" ", "") == n2.replace(" ", ""):
         return "spelling_fix"
-    w1, w2 = _terms(n1), _terms(n2)
+    w1, w2 = _norm_terms(n1), _norm_terms(n2)
     if w1 == w2:
         return "spelling_fix"  # stemming / function-word change only
     s1, s2 = set(t1), set(t2)

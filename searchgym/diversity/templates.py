@@ -261,7 +261,7 @@ class _SpanIndex:
 def _name_entries(name: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """(normalised key, its proper prefixes) for a name and its form without a '(disambiguation)'."""
     out = []
-    base = _DISAMBIG.sub("", name)
+    base = _DISAMBIG.sub("", name) if "(" in name else name  # the pattern needs a "("
     forms = [name, base] if base != name and base.strip() else [name]  # "Ravenhill (novel)" -> "Ravenhill"
     for form in forms:
         toks = normalize(form).split()
@@ -345,16 +345,20 @@ class Templater:
     def slot_tokens(self, query: str, *, question: str | None = None,
                     retrieved_titles: Iterable[str] = ()) -> list[tuple[str, str]]:
         """(token, pos) pairs of the slot template; slot tokens are '<TYPE>' with pos PROPN/NUM."""
+        return self._entry(query, question, retrieved_titles)[0]
+
+    def _entry(self, query: str, question: str | None, retrieved_titles: Iterable[str]) -> list:
+        """Memo entry ``[slot pairs, slot string, content string, pos string]`` (strings filled lazily)."""
         rt = retrieved_titles if type(retrieved_titles) is tuple else tuple(retrieved_titles or ())
         key = (query, question, rt)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
-        out = self._slot_tokens(query, (self._index, self._question_index(question), self._titles_index(rt)))
+        pairs = self._slot_tokens(query, (self._index, self._question_index(question), self._titles_index(rt)))
         if len(self._memo) >= 16 * self._cache_size:
             self._memo.clear()
-        self._memo[key] = out
-        return out
+        entry = self._memo[key] = [pairs, None, None, None]
+        return entry
 
     def _slot_tokens(self, query: str, indices: tuple[_SpanIndex | None, ...]) -> list[tuple[str, str]]:
         toks, infos, marked, cap_idx = _prepare(query)
@@ -425,33 +429,41 @@ class Templater:
                 raise ConfigError("the 'semantic' level needs embeddings: use SemanticClusterer (or "
                                   "DiversityTracker(levels=(..., 'semantic'))) rather than Templater.template")
             raise ConfigError(f"unknown template level {level!r}; choose from {', '.join(LEVELS)}")
-        st = self.slot_tokens(query, question=question, retrieved_titles=retrieved_titles)
-        if level == "slot":
-            return " ".join(t for t, _ in st)
-        if level == "content":
-            return " ".join(t if (t.startswith("<") or t in _KEEP) else p for t, p in st)
-        return " ".join(p for _, p in st)
+        return self._level(self._entry(query, question, retrieved_titles), _LEVEL_SLOT[level])
+
+    @staticmethod
+    def _level(entry: list, i: int) -> str:
+        s = entry[i]
+        if s is None:
+            st = entry[0]
+            if i == 1:
+                s = " ".join([t for t, _ in st])
+            elif i == 2:
+                s = " ".join([t if (t[:1] == "<" or t in _KEEP) else p for t, p in st])
+            else:
+                s = " ".join([p for _, p in st])
+            entry[i] = s
+        return s
 
     def templates(self, query: str, levels: Iterable[str] = TEXT_LEVELS, *, question: str | None = None,
                   retrieved_titles: Iterable[str] = ()) -> dict[str, str]:
         """Templates of one query at several text levels, sharing the slot pass."""
         out: dict[str, str] = {}
-        st = None
+        entry = None
         for level in levels:
             if level == "string":
                 out[level] = normalize(query)
                 continue
-            if level not in TEXT_LEVELS:
+            i = _LEVEL_SLOT.get(level)
+            if i is None:
                 raise ConfigError(f"Templater.templates handles {TEXT_LEVELS}, not {level!r}")
-            if st is None:
-                st = self.slot_tokens(query, question=question, retrieved_titles=retrieved_titles)
-            if level == "slot":
-                out[level] = " ".join(t for t, _ in st)
-            elif level == "content":
-                out[level] = " ".join(t if (t.startswith("<") or t in _KEEP) else p for t, p in st)
-            else:
-                out[level] = " ".join(p for _, p in st)
+            if entry is None:
+                entry = self._entry(query, question, retrieved_titles)
+            out[level] = self._level(entry, i)
         return out
+
+
+_LEVEL_SLOT = {"slot": 1, "content": 2, "pos": 3}
 
 
 def question_spans(question: str) -> list[str]:
@@ -492,6 +504,7 @@ def _entity_run(run: str) -> str | None:
 
 _SLOT_TOKEN = {t: f"<{t}>" for t in SLOT_TYPES}
 _TOK_INFO: dict[str, tuple[bool, bool, bool, str]] = {}
+_TOK_INFO_GET = _TOK_INFO.get
 
 
 def _tok_info(t: str) -> tuple[bool, bool, bool, str]:
@@ -529,12 +542,15 @@ def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool,
     else:
         text = _PUNCT.sub(" ", _APOS.sub("", text))
     toks = tuple(text.split())
+    infos = tuple(map(_TOK_INFO_GET, toks))
+    if None in infos:
+        infos = tuple(_tok_info(t) for t in toks)
     cap_idx = None
     if caps:
         cap_idx = _SpanIndex()
         for c in caps:
             cap_idx.add(c, "E")
-    return toks, tuple(_tok_info(t) for t in toks), bool(spans), cap_idx
+    return toks, infos, bool(spans), cap_idx
 
 
 _DEFAULT = Templater()

@@ -230,12 +230,36 @@ class DiversityTracker:
         yields: list[float] = []
         ctars: list[float] = []
         text_levels = self._text_levels
+        templates = self.templater.templates
         for tr in trajs:
             searches = [s for s in tr.steps if s.kind == "search"]
             per_step = [_step_queries(s) for s in searches]
+            qid = tr.question_id or tr.question
+            if len(per_step) == 1 and len(per_step[0]) == 1:
+                # The common episode: one search, one query. Same values as the general path below:
+                # no titles seen before it, duplicate rate 0, new-document yield 1 when it has docs.
+                qs = per_step[0]
+                all_queries.append(qs[0])
+                episode_queries.append((qid, qs))
+                if text_levels:
+                    for lv, t in templates(qs[0], text_levels, question=tr.question).items():
+                        per_level[lv].append(t)
+                        group = all_by_q[lv].get(qid)
+                        if group is None:
+                            all_by_q[lv][qid] = [t]
+                        else:
+                            group.append(t)
+                        first = first_by_q[lv].get(qid)
+                        if first is None:
+                            first_by_q[lv][qid] = [t]
+                        else:
+                            first.append(t)
+                dup_rates.append(0.0)
+                if searches[0].doc_ids:
+                    yields.append(1.0)
+                continue
             qs = [q for x in per_step for q in x]  # == tr.queries
             all_queries.extend(qs)
-            qid = tr.question_id or tr.question
             episode_queries.append((qid, qs))
             titles = [step_titles(s) for s in searches]
             if text_levels:
