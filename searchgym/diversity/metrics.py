@@ -545,7 +545,8 @@ def _label_entropy(v: Sequence[Hashable]) -> float:
 def within_entropy(groups: Mapping[Hashable, Sequence[Hashable]], *, min_group: int = 2) -> float:
     """``within_across(groups, entropy, min_group=min_group)["within"]`` without the pooled (across)
     pass: the mean plug-in entropy over groups of at least ``min_group`` labels (NaN if none)."""
-    per = [_label_entropy(v) for v in groups.values() if len(v) >= min_group and len(v) > 0]
+    floor = max(min_group, 1)  # an empty group has no entropy (within_across drops its NaN)
+    per = [_label_entropy(v) for v in groups.values() if len(v) >= floor]
     return float(np.mean(per)) if per else float("nan")
 
 
