@@ -64,13 +64,16 @@ class SqueezeConfig:
     n_entities: int = 400                 # world size
     max_turns: int = 2                    # searches per episode
     top_k: int = 3                        # passages per search
-    passage_chars: int = 110              # observation budget per passage (characters)
-    demo_passes: int = 3                  # diverse-agent passes over the train questions (different strategies)
+    passage_chars: int = 90               # observation budget per passage (characters)
+    demo_passes: int = 4                  # diverse-agent passes over the train questions (different strategies)
     demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
-    tiny: TinyLMConfig = field(default_factory=TinyLMConfig)
-    sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=2e-3, epochs=6, batch_size=32,
-                                                         micro_batch_size=32, warmup_steps=20))
-    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=40, prompts_per_step=8, group_size=8,
+    tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
+                                                                    num_layers=3, num_heads=4,
+                                                                    intermediate_size=384))
+    sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=500, batch_size=16,
+                                                         micro_batch_size=16, warmup_steps=20,
+                                                         context_loss_weight=0.5))
+    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=30, prompts_per_step=8, group_size=8,
                                                       learning_rate=5e-4, max_new_tokens=24,
                                                       micro_batch_size=64, checkpoint_every=10))
     sft_arm_steps_per_step: int = 1       # continued-SFT optimizer steps per tracked step (batch 32 episodes)
@@ -86,13 +89,14 @@ class SqueezeConfig:
     @classmethod
     def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
         if quick:
-            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), n_entities=300, demo_passes=2,
+            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), n_entities=300, demo_passes=4,
+                       passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
-                                         intermediate_size=256, max_positions=768),
-                       sft=SFTArgs(learning_rate=3e-3, epochs=5, batch_size=32, micro_batch_size=32,
-                                   warmup_steps=10),
-                       rl=RLArgs(total_steps=14, prompts_per_step=8, group_size=6, learning_rate=6e-4,
-                                 max_new_tokens=20, micro_batch_size=48, checkpoint_every=7, max_context=768),
+                                         intermediate_size=288, max_positions=768),
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=220, batch_size=16, micro_batch_size=16,
+                                   warmup_steps=10, context_loss_weight=0.5),
+                       rl=RLArgs(total_steps=16, prompts_per_step=8, group_size=6, learning_rate=5e-4,
+                                 max_new_tokens=20, micro_batch_size=48, checkpoint_every=8, max_context=768),
                        eval_questions=24, eval_shift_questions=12, eval_samples=4)
         else:
             base = cls()
@@ -270,6 +274,10 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     return res
 
 
+def _n(x: Any, nd: int = 3) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
 def _tracker_extra(metrics: dict[str, float]) -> dict[str, float]:
     keep = ("diversity/slot/entropy", "diversity/slot/effective_number", "diversity/string/entropy",
             "diversity/slot/top1_mass", "diversity/moves/entropy", "diversity/queries/per_episode",
@@ -304,7 +312,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
 
     def log(row: dict[str, float]) -> None:
         ctx.log(f"  [{arm} s{seed}] step {int(row['step']):3d}  reward {row['charts/reward']:.3f}  "
-                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {row.get('diversity/slot/entropy', float('nan')):.3f}"
+                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}"
                 f"  ({row['charts/time_rollout'] + row['charts/time_update']:.1f}s)")
 
     hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
@@ -357,11 +365,12 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
                "charts/time_rollout": time.time() - t0, "charts/tracked_step": float(step)}
         row.update(_tracker_extra(m))
         ctx.log(f"  [sft s{seed}] step {step:3d}  reward {row['charts/reward']:.3f}  "
-                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {row.get('diversity/slot/entropy', float('nan')):.3f}")
+                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}")
         return row
 
     args = replace(c.sft, seed=seed, max_steps=rl.total_steps * k, log_every=k, checkpoint_every=max(k, 10),
-                   device=c.device, learning_rate=c.sft.learning_rate * 0.5, warmup_steps=1)
+                   device=c.device, learning_rate=c.sft.learning_rate * 0.5, warmup_steps=1,
+                   context_loss_weight=0.0)
     hist = train_sft(model, tok, demos, args, out_dir=out_dir, resume=c.resume, eval_fn=track)
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
@@ -478,8 +487,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         t0 = time.time()
         m0, t0k = load_lm(sft_model, device=cfg.device)
         start_eval = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out / "start_eval")
-        log(f"      train success {start_eval['train']['success']:.3f}  slot-H "
-            f"{start_eval['train']['slot_entropy']:.3f}  ({time.time() - t0:.1f}s)")
+        log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
+            f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
 
     # ---- 5. arms
     arm_results: dict[str, list[dict[str, Any]]] = {}
@@ -505,8 +514,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
                 ev["train_time_s"] = t_train
                 _write_json(done_path, ev)
                 mark(key, {"time_s": time.time() - t0})
-                log(f"      train success {start_eval['train']['success']:.3f} -> {ev['train']['success']:.3f}, "
-                    f"slot-H {start_eval['train']['slot_entropy']:.3f} -> {ev['train']['slot_entropy']:.3f} "
+                log(f"      train success {_n(start_eval['train']['success'])} -> {_n(ev['train']['success'])}, "
+                    f"slot-H {_n(start_eval['train']['slot_entropy'])} -> {_n(ev['train']['slot_entropy'])} "
                     f"({time.time() - t0:.1f}s)")
             arm_results.setdefault(arm, []).append(ev)
 

@@ -1,0 +1,109 @@
+"""The squeeze experiment end to end on a tiny budget, its resume, the report files and the headline CLI."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+def _tiny_cfg(out, **kw):
+    from searchgym.train.grpo import RLArgs
+    from searchgym.train.sft import SFTArgs
+    from searchgym.train.squeeze import SqueezeConfig
+    from searchgym.train.tiny_lm import TinyLMConfig
+
+    cfg = SqueezeConfig(out=str(out), seeds=1, arms=("sft", "grpo"), n_entities=40, demo_passes=1,
+                        tiny=TinyLMConfig(vocab_size=500, hidden_size=32, num_layers=1, num_heads=2,
+                                          intermediate_size=64, max_positions=512),
+                        sft=SFTArgs(learning_rate=3e-3, max_steps=4, batch_size=8, micro_batch_size=8,
+                                    warmup_steps=1),
+                        rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
+                                  micro_batch_size=4, checkpoint_every=1, max_context=512),
+                        eval_questions=2, eval_shift_questions=1, eval_samples=2, threads=1)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+@pytest.fixture
+def one_thread():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
+    from searchgym.train import squeeze as sq
+
+    logs: list[str] = []
+    summary = sq.run(_tiny_cfg(tmp_path / "run"), log=logs.append)
+    out = tmp_path / "run"
+    for f in ("report.md", "report.html", "summary.json", "plots/reward.png", "plots/template_entropy.png",
+              "plots/token_entropy.png", "plots/pass_at_k.png", "plots/per_family.png", "plots/shift.png",
+              "sft/demos.jsonl", "start_eval/eval_trajectories.jsonl", "arms/grpo/seed1/metrics.jsonl",
+              "arms/grpo/seed1/diversity.jsonl", "arms/sft/seed1/diversity.jsonl"):
+        assert (out / f).exists(), f
+    s = json.loads((out / "summary.json").read_text())
+    assert set(s["arms"]) == {"sft", "grpo"}
+    for arm in ("sft", "grpo"):
+        b = s["arms"][arm]
+        assert b["train_success"]["mean"] is not None
+        assert set(b["shift"]) == set(sq.SHIFT_SPLITS)
+        assert [len(ser["step"]) for ser in b["series"]] == [2]
+    md = (out / "report.md").read_text()
+    assert "template entropy" in md and "![" in md and "SFT start" in md
+    assert "data:image/png;base64" in (out / "report.html").read_text()
+    head = sq.headline(out)
+    assert head.startswith("**RL vs SFT") and "| GRPO |" in head
+    assert summary["arms"]["grpo"]["train_success"] == s["arms"]["grpo"]["train_success"]
+
+    # --resume: every stage is done, nothing is retrained, the numbers are the same
+    logs.clear()
+    again = sq.run(_tiny_cfg(out, resume=True), log=logs.append)
+    assert not any("arm GRPO" in x or "SFT warm start" in x for x in logs)
+    assert again["arms"]["grpo"]["train_success"] == s["arms"]["grpo"]["train_success"]
+
+
+def test_squeeze_config_errors(tmp_path):
+    from searchgym.errors import ConfigError
+    from searchgym.train.squeeze import SqueezeConfig
+
+    with pytest.raises(ConfigError, match="arm"):
+        SqueezeConfig(out=str(tmp_path), arms=("grpo", "dpo")).validate()
+    cfg = SqueezeConfig(out=str(tmp_path))
+    cfg.rl = replace(cfg.rl, group_size=1)
+    with pytest.raises(ConfigError, match="group_size"):
+        cfg.validate()
+    with pytest.raises(ConfigError):
+        SqueezeConfig.preset(True, not_an_option=1)
+
+
+def test_cli_headline_without_summary_is_a_clear_error(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+
+    r = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(tmp_path)])
+    assert r.exit_code == 2
+
+
+@pytest.mark.slow
+def test_squeeze_quick_cli(tmp_path):
+    """The `make demo` command, in full (minutes)."""
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+
+    out = tmp_path / "demo"
+    r = CliRunner().invoke(app, ["squeeze", "--quick", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    s = json.loads((out / "summary.json").read_text())
+    assert {"sft", "grpo", "grpo_klcov"} <= set(s["arms"])
+    assert "**RL vs SFT" in r.output
+    r2 = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out)])
+    assert r2.exit_code == 0 and "| GRPO |" in r2.output
