@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import threading
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
@@ -248,14 +249,16 @@ class _RetrieveHandler:
                                        thread_name_prefix="searchgym-search") if threadpool else None
         self.per_query_s = math.inf  # seconds per query, learned from the searches served
         self._recent: deque[float] = deque(maxlen=9)
+        self._recent_lock = threading.Lock()
 
     def _timed_search(self, queries: list[str], topk: int) -> list[list[Hit]]:
         t = time.perf_counter()
         results = self.retriever.batch_search(queries, topk)
         # the median of recent searches: robust to one slow call (a JIT compile, a GC pause)
-        recent = self._recent
-        recent.append((time.perf_counter() - t) / len(queries))
-        self.per_query_s = sorted(recent)[len(recent) // 2]
+        with self._recent_lock:  # pool threads and the event loop both get here
+            recent = self._recent
+            recent.append((time.perf_counter() - t) / len(queries))
+            self.per_query_s = sorted(recent)[len(recent) // 2]
         return results
 
     def authorized(self, authorization: bytes | None) -> bool:
