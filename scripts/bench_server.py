@@ -2,18 +2,21 @@
 """Load test of ``searchgym serve``: throughput, latency, errors and memory over real HTTP on loopback.
 
 Builds a BM25 index over a synthetic corpus (Zipfian English-like vocabulary, ~90 words a passage; keyword
-queries of 2-6 words), starts the server as a subprocess on 127.0.0.1, and drives it with
+queries of 2-6 words; or ``--corpus world``: the procedural world and its questions), starts the server as
+a subprocess on 127.0.0.1, and drives it with
 
-* raw ``httpx.AsyncClient`` requests (``concurrency`` tasks on one event loop), and
-* ``RemoteRetriever`` (``concurrency`` threads sharing one client),
+* raw ``httpx`` requests (``concurrency`` threads, one ``httpx.Client`` each), and
+* ``RemoteRetriever`` (``concurrency`` threads sharing one client and its connection pool),
 
 for batch sizes 1, 8, 64 x concurrency 1, 8, 32; each cell is bounded by ``--cell-seconds`` and
 ``--max-requests``. The reference in the same run is in-process ``batch_search`` (no HTTP) on the same index.
 A soak (``--soak-seconds``, default 60) reports errors and the server's RSS (VmRSS) at its start and end.
-The load generator and the server share the machine's cores (2 here): the numbers include client cost.
+The load generator and the server share the machine's cores (2 here): the numbers include client cost, and
+other load on the machine (reported as the load average) moves them. Server CPU per query (from
+/proc/PID/stat) is the figure least moved by that.
 
-    python scripts/bench_server.py            # full run (~3 min)
-    python scripts/bench_server.py --quick    # ~30 s
+    python scripts/bench_server.py            # full run (~4 min)
+    python scripts/bench_server.py --quick    # ~1 min
 """
 
 from __future__ import annotations
@@ -63,6 +66,16 @@ def make_corpus(n: int, seed: int = 0) -> tuple[list[Passage], list[str]]:
     # keyword queries: content words (skipping the 100 most frequent), 2-6 of them
     queries = [" ".join(rng.choices(vocab[100:5000], k=rng.randint(2, 6))) for _ in range(4096)]
     return passages, queries
+
+
+def world_corpus(n: int, seed: int = 0) -> tuple[list[Passage], list[str]]:
+    """The procedural knowledge world's passages, queried with its own questions."""
+    from searchgym.data import World
+
+    world = World.generate_for_passages(n, seed=seed)
+    questions = [ex.question for split in world.splits.values() for ex in split]
+    random.Random(seed).shuffle(questions)
+    return list(world.passages), questions[:4096]
 
 
 # --- server process ------------------------------------------------------------------------------------------
@@ -254,6 +267,9 @@ def _importable(name: str) -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=10_000)
+    ap.add_argument("--corpus", choices=("synthetic", "world"), default="synthetic",
+                    help="synthetic: ~90-word passages, 2-6 keyword queries; world: the procedural world's "
+                         "one-sentence passages, queried with its questions")
     ap.add_argument("--cell-seconds", type=float, default=3.0, help="duration bound of each load cell")
     ap.add_argument("--max-requests", type=int, default=20_000, help="request-count bound of each load cell")
     ap.add_argument("--soak-seconds", type=float, default=60.0)
@@ -273,7 +289,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         t = time.perf_counter()
-        passages, queries = make_corpus(args.passages)
+        passages, queries = (make_corpus if args.corpus == "synthetic" else world_corpus)(args.passages)
         QUERIES[:] = queries
         index_dir = build_index(passages, Path(tmp) / "idx", show_progress=False)
         build_s = time.perf_counter() - t
@@ -304,7 +320,8 @@ def main() -> None:
     load_end = os.getloadavg()[0]
     http = "httptools" if _importable("httptools") else "h11"
     loop = "uvloop" if _importable("uvloop") else "asyncio"
-    emit(f"## searchgym serve benchmark: {args.passages:,}-passage BM25 index, top-{TOPK}, loopback HTTP")
+    emit(f"## searchgym serve benchmark: {len(passages):,}-passage BM25 index ({args.corpus} corpus), "
+         f"top-{TOPK}, loopback HTTP")
     emit()
     emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; the load generator and the "
          f"server share these cores. Index build {build_s:.1f} s; server start to healthy {start_s:.1f} s; "
