@@ -106,8 +106,15 @@ def _check_id(env_id, checker, n_fuzz, **kwargs):
 def test_check_search_env_on_every_registered_id(env_id, small_world, search_env_checker):
     if "Dense" in env_id or "Hybrid" in env_id:
         # The encoder costs ~20 ms a query on CPU: a tiny corpus and a short fuzz keep this fast;
-        # the full-size check is the slow test below.
-        _check_id(env_id, search_env_checker, 40, corpus=small_world[0], dataset=small_world[1])
+        # the full-size check is the slow test below. One torch thread: single-query encodes do not
+        # gain from two, and on a busy machine the second thread's synchronisation costs seconds.
+        torch = pytest.importorskip("torch")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            _check_id(env_id, search_env_checker, 40, corpus=small_world[0], dataset=small_world[1])
+        finally:
+            torch.set_num_threads(threads)
     else:
         _check_id(env_id, search_env_checker, 200)
 
