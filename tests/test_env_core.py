@@ -170,6 +170,11 @@ def test_chat_observation_format():
     obs, _, _, _, info = e.step(SearchAction("capital"))
     assert obs.startswith("<information>") and obs.endswith("</information>")
     assert info["messages"] == [{"role": "tool", "content": obs}]
+    short = SearchEnv(observation_format="chat", max_turns=1)
+    short.reset(seed=0)
+    obs, *_ = short.step("<search> capital </search>")
+    assert obs.endswith("</information>\nI have used all 1 search. I should now give the final answer between "
+                        "<answer> and </answer>.")
 
 
 def test_passage_truncation():

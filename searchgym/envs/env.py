@@ -191,6 +191,8 @@ class SearchEnv(gym.Env[str, Any]):
         self._norm_cache: dict[int, tuple[Any, list[str]]] = {}  # normalised gold answers per example
         self._invalid_obs = self._wrap_text(self.prompt.invalid_message)
         self._budget_obs = self._wrap_text(self.prompt.budget_message(self.max_turns))
+        # appended after the information block (chat form: on its own line)
+        self._budget_notice = "\n" + self._budget_obs if observation_format == "chat" else self._budget_obs
         self._tool_role = "tool" if self.prompt.style == "tool_call" else "user"
 
         self.action_space = UnicodeText(MAX_ACTION_CHARS)
@@ -321,7 +323,7 @@ class SearchEnv(gym.Env[str, Any]):
             if self.observation_format == "chat":
                 obs = obs.strip()
             if self.budget_notice and self._num_searches >= self.max_turns:
-                obs += self._budget_obs
+                obs += self._budget_notice
         elif kind == ANSWER:
             terminated = True
             obs = ""

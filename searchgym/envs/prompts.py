@@ -66,9 +66,9 @@ INVALID_MESSAGES = {
 }
 
 BUDGET_MESSAGES = {
-    "search_r1": "\nI have used all {max_turns} searches. I should now give the final answer between <answer> "
+    "search_r1": "\nI have used all {searches}. I should now give the final answer between <answer> "
                  "and </answer>.\n",
-    "tool_call": "\nI have used all {max_turns} searches. I should now give the final answer with the answer "
+    "tool_call": "\nI have used all {searches}. I should now give the final answer with the answer "
                  "function.\n",
 }
 
@@ -114,7 +114,8 @@ class PromptBuilder:
         return INVALID_MESSAGES[self.style]
 
     def budget_message(self, max_turns: int) -> str:
-        return BUDGET_MESSAGES[self.style].format(max_turns=max_turns)
+        searches = f"{max_turns} search" if max_turns == 1 else f"{max_turns} searches"
+        return BUDGET_MESSAGES[self.style].format(searches=searches)
 
 
 class PassageFormatter:
