@@ -5,7 +5,8 @@ Builds a BM25 index over a synthetic corpus (Zipfian English-like vocabulary, ~9
 queries of 2-6 words; or ``--corpus world``: the procedural world and its questions), starts the server as
 a subprocess on 127.0.0.1, and drives it with
 
-* raw ``httpx`` requests (``concurrency`` threads, one ``httpx.Client`` each), and
+* raw ``httpx`` requests (``concurrency`` threads, one ``httpx.Client`` each),
+* raw requests on the standard library's ``http.client`` (a much cheaper load generator), and
 * ``RemoteRetriever`` (``concurrency`` threads sharing one client and its connection pool),
 
 for batch sizes 1, 8, 64 x concurrency 1, 8, 32; each cell is bounded by ``--cell-seconds`` and
@@ -22,7 +23,9 @@ other load on the machine (reported as the load average) moves them. Server CPU 
 from __future__ import annotations
 
 import argparse
+import http.client
 import importlib
+import json
 import os
 import platform
 import random
@@ -222,6 +225,31 @@ def drive_httpx(url: str, batch: int, conc: int, seconds: float, max_requests: i
             c.close()
 
 
+def drive_stdlib(url: str, batch: int, conc: int, seconds: float, max_requests: int) -> Cell:
+    """Raw requests on the standard library's keep-alive ``http.client`` (one connection per thread): a
+    load generator about 5x cheaper per request than httpx, so more of the cores go to the server."""
+    host, port = url.removeprefix("http://").split(":")
+    conns = [http.client.HTTPConnection(host, int(port), timeout=30) for _ in range(conc)]
+    headers = {"Content-Type": "application/json"}
+
+    def call(w: int, qs: list[str]) -> bool:
+        body = json.dumps({"queries": qs, "topk": TOPK, "return_scores": True})
+        try:
+            conns[w].request("POST", "/retrieve", body, headers)
+            r = conns[w].getresponse()
+            data = r.read()
+        except (OSError, http.client.HTTPException):
+            conns[w].close()  # reconnects on the next request
+            raise
+        return r.status == 200 and len(json.loads(data)["result"]) == len(qs)
+
+    try:
+        return _run_threads(Cell("http.client", batch, conc), conc, seconds, max_requests, call)
+    finally:
+        for c in conns:
+            c.close()
+
+
 def drive_remote(url: str, batch: int, conc: int, seconds: float, max_requests: int) -> Cell:
     """Through ``RemoteRetriever``: one shared client (its connection pool) for all threads."""
     rr = RemoteRetriever(url, batch_size=batch, timeout=30, max_connections=conc)
@@ -302,7 +330,7 @@ def main() -> None:
         start_s = time.perf_counter() - t
         try:
             cells = []
-            for drive in (drive_httpx, drive_remote):
+            for drive in (drive_httpx, drive_stdlib, drive_remote):
                 for batch in (1, 8, 64):
                     for conc in (1, 8, 32):
                         c0 = cpu_seconds(proc.pid)
@@ -343,12 +371,12 @@ def main() -> None:
         emit(f"| {c.client} | {c.batch} | {c.concurrency} | {len(c.latencies):,} | {c.qps:,.0f} | "
              f"{c.pct(50):.2f} | {c.pct(99):.2f} | {c.errors} | {cpu} |")
     emit()
-    best64 = max(c.qps for c in cells if c.batch == 64 and c.client == "httpx")
-    p99_1_8 = next(c.pct(99) for c in cells if c.batch == 1 and c.concurrency == 8 and c.client == "httpx")
-    emit("Targets:")
-    emit(f"- >= 5,000 queries/s at batch 64 through the server: {best64:,.0f} "
-         f"({'met' if best64 >= 5000 else 'NOT met'})")
-    emit(f"- p99 <= 20 ms at batch 1, concurrency 8: {p99_1_8:.1f} ms ({'met' if p99_1_8 <= 20 else 'NOT met'})")
+    emit("Targets (raw HTTP rows):")
+    for client in ("httpx", "http.client"):
+        best64 = max(c.qps for c in cells if c.batch == 64 and c.client == client)
+        p99 = next(c.pct(99) for c in cells if c.batch == 1 and c.concurrency == 8 and c.client == client)
+        emit(f"- {client}: >= 5,000 queries/s at batch 64: {best64:,.0f} ({'met' if best64 >= 5000 else 'NOT met'}); "
+             f"p99 <= 20 ms at batch 1, concurrency 8: {p99:.1f} ms ({'met' if p99 <= 20 else 'NOT met'})")
     growth = rss_end - rss_start
     emit(f"- soak {soak.seconds:.0f} s (batch 8, concurrency 8, httpx): {len(soak.latencies):,} requests, "
          f"{soak.qps:,.0f} queries/s, p99 {soak.pct(99):.1f} ms, errors {soak.errors}; server RSS "
