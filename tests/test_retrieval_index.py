@@ -74,6 +74,15 @@ def test_corrupt_manifest(copy):
         load_index(copy)
 
 
+def test_manifest_without_backends(copy):
+    m = copy / "manifest.json"
+    d = json.loads(m.read_text())
+    d["backends"] = {}
+    m.write_text(json.dumps(d))
+    with pytest.raises(IndexCorruptError, match="backends"):
+        load_index(copy)
+
+
 def test_other_format_version(copy):
     m = copy / "manifest.json"
     d = json.loads(m.read_text())

@@ -241,6 +241,9 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
             f"{root / MANIFEST} was built from corpus {m['corpus_fingerprint'][:19]}…, not the expected "
             f"{expected_fingerprint[:19]}…; {_rebuild_hint(root)} from the corpus you mean to search")
     have = set(m["backends"])
+    if not have or not have <= {"bm25", "dense"}:
+        raise IndexCorruptError(f"{root / MANIFEST} lists backends {sorted(have)}; expected bm25 and/or dense. "
+                                f"{_rebuild_hint(root)}")
     if kind is None:
         kind = "hybrid" if {"bm25", "dense"} <= have else next(iter(sorted(have)), "")
     needs = {"bm25": {"bm25"}, "rank_bm25": {"bm25"}, "dense": {"dense"}, "hybrid": {"bm25", "dense"}}
