@@ -320,14 +320,17 @@ def _start_cli(index_dir, *args: str, env: dict | None = None):
 
 
 def test_serve_command_subprocess(bm25):
-    proc, url = _start_cli(bm25[1], "--topk", "1", env={"SEARCHGYM_API_KEY": "from-env"})
+    proc, url = _start_cli(bm25[1], "--topk", "1", "--max-topk", "5", env={"SEARCHGYM_API_KEY": "from-env"})
     try:
         payload = {"queries": ["zebra stripes"]}
         assert httpx.post(url + "/retrieve", json=payload).status_code == 401
         r = httpx.post(url + "/retrieve", json=payload, headers={"Authorization": "Bearer from-env"})
         assert r.json() == {"result": [[Z1]]}  # --topk 1 is the default
+        r = httpx.post(url + "/retrieve", json={**payload, "topk": 6}, headers={"Authorization": "Bearer from-env"})
+        assert r.status_code == 422 and "between 1 and 5" in r.json()["detail"]
         info = httpx.get(url + "/info", headers={"Authorization": "Bearer from-env"}).json()
         assert info["corpus_size"] == len(live.CORPUS) and info["default_topk"] == 1 and info["auth"] is True
+        assert info["limits"]["max_topk"] == 5
     finally:
         proc.terminate()
         proc.wait(20)
@@ -335,16 +338,27 @@ def test_serve_command_subprocess(bm25):
 
 @pytest.mark.slow
 def test_serve_command_workers(bm25):
-    proc, url = _start_cli(bm25[1], "--workers", "2", "--api-key", "w")
+    proc, url = _start_cli(bm25[1], "--workers", "2", "--api-key", "w", "--max-queries", "2")
     try:
         with httpx.Client(base_url=url, headers={"Authorization": "Bearer w"}) as c:
             for _ in range(8):  # new connections spread over both worker processes
                 r = c.post("/retrieve", json={"queries": ["zebra stripes"], "topk": 1}, headers={"Connection": "close"})
                 assert r.json() == {"result": [[Z1]]}
             assert httpx.post(url + "/retrieve", json={"queries": ["zebra"]}).status_code == 401
+            assert c.post("/retrieve", json={"queries": ["a", "b", "c"]}).status_code == 413  # --max-queries
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_serve_command_bad_topk_is_clean_error(bm25):
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "searchgym.cli", "serve", str(bm25[1]), "--topk", "50", "--max-topk",
+                        "10", "--port", str(live.free_port())], check=False, capture_output=True, text=True,
+                       timeout=90)
+    assert r.returncode == 1 and "default_topk" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_serve_command_missing_index_is_clean_error(tmp_path):

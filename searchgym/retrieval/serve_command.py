@@ -32,6 +32,13 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         search_threads: Annotated[int, typer.Option(
             min=1, help="Threads one batch_search may use (BM25 numba). 1: parallelism comes from "
                         "concurrent requests instead.")] = 1,
+        max_queries: Annotated[int | None, typer.Option(min=1, help="Queries per request (default 4096).")] = None,
+        max_query_chars: Annotated[int | None, typer.Option(min=1, help="Characters per query (default 4096).")]
+        = None,
+        max_topk: Annotated[int | None, typer.Option(min=1, help="Largest topk a request may ask (default 100).")]
+        = None,
+        max_body_mb: Annotated[float | None, typer.Option(min=0.001, help="Request body limit in MB (default 8).")]
+        = None,
         access_log: Annotated[bool, typer.Option(help="Log every request (slower).")] = False,
     ) -> None:
         """Serve an index over HTTP: POST /retrieve (Search-R1 / verl contract), GET /health, GET /info."""
@@ -50,8 +57,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             raise typer.Exit(1) from None
         err.print(f"serving {index_dir} on http://{host}:{port} (POST /retrieve, GET /health, GET /info)")
         try:
+            limits = {"max_queries": max_queries, "max_query_chars": max_query_chars, "max_topk": max_topk,
+                      "max_body_bytes": None if max_body_mb is None else int(max_body_mb * 1024 * 1024)}
             serve(index_dir, host=host, port=port, topk=topk, workers=workers, api_key=api_key or None,
-                  search_threads=search_threads, access_log=access_log)
+                  search_threads=search_threads, limits=limits, access_log=access_log)
         except (SearchGymError, ValueError) as e:
             err.print(f"[red]error:[/] {e}")
             raise typer.Exit(1) from None

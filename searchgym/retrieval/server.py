@@ -52,6 +52,8 @@ ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
 ENV_TOPK = "SEARCHGYM_SERVE_TOPK"
 ENV_API_KEY = "SEARCHGYM_API_KEY"
 ENV_SEARCH_THREADS = "SEARCHGYM_SERVE_SEARCH_THREADS"
+ENV_LIMITS = "SEARCHGYM_SERVE_LIMITS"  # JSON object of create_app limits, for --workers
+LIMIT_NAMES = ("max_queries", "max_query_chars", "max_topk", "max_hits", "max_body_bytes")
 
 try:  # optional: a faster JSON decoder
     import orjson as _orjson  # type: ignore[import-not-found]
@@ -452,16 +454,27 @@ def app_from_env() -> FastAPI:
         raise RuntimeError(f"{ENV_INDEX_DIR} is not set; start the server with `searchgym serve INDEX_DIR`")
     return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")),
                     api_key=os.environ.get(ENV_API_KEY) or None,
-                    search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")))
+                    search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")),
+                    **json.loads(os.environ.get(ENV_LIMITS) or "{}"))
 
 
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk: int = 3, workers: int = 1,
-          api_key: str | None = None, *, search_threads: int = 1, access_log: bool = False,
-          log_level: str = "info") -> None:
+          api_key: str | None = None, *, search_threads: int = 1, limits: dict[str, int] | None = None,
+          access_log: bool = False, log_level: str = "info") -> None:
     """Serve ``index_dir`` until interrupted. ``workers > 1`` starts that many uvicorn processes,
-    each loading the index itself (memory grows with the count)."""
+    each loading the index itself (memory grows with the count). ``limits``: any of ``LIMIT_NAMES``."""
     import uvicorn
 
+    limits = {k: v for k, v in (limits or {}).items() if v is not None}
+    unknown = set(limits) - set(LIMIT_NAMES)
+    if unknown:
+        raise ValueError(f"unknown limits {sorted(unknown)}; choose from {LIMIT_NAMES}")
+    bad = {k: v for k, v in limits.items() if not isinstance(v, int) or v < 1}
+    if bad:
+        raise ValueError(f"limits must be positive integers, got {bad}")
+    max_topk = limits.get("max_topk", DEFAULT_MAX_TOPK)
+    if not 1 <= topk <= max_topk:  # checked before the index loads
+        raise ValueError(f"default_topk (--topk) must be between 1 and max_topk={max_topk}, got {topk}")
     index_dir = Path(index_dir)
     if workers > 1:
         from searchgym.retrieval.index import read_manifest
@@ -470,10 +483,11 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk
         os.environ[ENV_INDEX_DIR] = str(index_dir.resolve())
         os.environ[ENV_TOPK] = str(topk)
         os.environ[ENV_SEARCH_THREADS] = str(search_threads)
+        os.environ[ENV_LIMITS] = json.dumps(limits)
         if api_key:
             os.environ[ENV_API_KEY] = api_key
         uvicorn.run("searchgym.retrieval.server:app_from_env", factory=True, host=host, port=port,
                     workers=workers, access_log=access_log, log_level=log_level)
     else:
-        app = load_app(index_dir, topk=topk, api_key=api_key, search_threads=search_threads)
+        app = load_app(index_dir, topk=topk, api_key=api_key, search_threads=search_threads, **limits)
         uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
