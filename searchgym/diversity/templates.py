@@ -53,7 +53,11 @@ _QUOTED = re.compile(r"\"([^\"]{1,200})\"|\u201c([^\u201d]{1,200})\u201d")
 _ISO_DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)*(?:st|nd|rd|th|s)?$")
 _YEAR = re.compile(r"^(1\d{3}|20\d{2})s?$")
-_CAPRUN = re.compile(r"\b([A-Z][\w\-]*(?:\s+(?:(?:of|the|de|la|von|van|and|&)\s+)?(?:[A-Z][\w\-]*|\d+\b))*)")
+_CAPRUN_SRC = r"\b([A-Z][\w\-]*(?:\s+(?:(?:of|the|de|la|von|van|and|&)\s+)?(?:[A-Z][\w\-]*|\d+\b))*)"
+_CAPRUN = re.compile(_CAPRUN_SRC)
+# The same pattern with ASCII classes: identical matches on printable ASCII text (where Unicode \w, \s,
+# \d and \b reduce to their ASCII sets), and cheaper.
+_CAPRUN_ASCII = re.compile(_CAPRUN_SRC, re.ASCII)
 
 
 
@@ -128,23 +132,26 @@ _MARK = "xslotx"
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
 
 
-def _ascii_table(punct: re.Pattern) -> dict[int, str | None]:
-    """str.translate table doing ``_APOS.sub('')`` then ``punct.sub(' ')`` on ASCII text (one C pass).
-
-    Built by asking the regexes themselves about each ASCII character, so the two paths agree exactly.
-    """
-    table: dict[int, str | None] = {}
+def _ascii_table(punct: re.Pattern) -> tuple[bytes, bytes]:
+    """bytes.translate (table, deletions) doing ``_APOS.sub('')`` then ``punct.sub(' ')`` on ASCII text
+    in one C pass. Built by asking the regexes themselves about each ASCII character, so the two paths
+    agree exactly."""
+    table, delete = bytearray(range(256)), bytearray()
     for i in range(128):
         ch = chr(i)
         if _APOS.fullmatch(ch):
-            table[i] = None
+            delete.append(i)
         elif punct.fullmatch(ch):
-            table[i] = " "
-    return table
+            table[i] = ord(" ")
+    return bytes(table), bytes(delete)
 
 
 _NORM_TABLE = _ascii_table(_PUNCT_STRICT)
 _SLOT_TABLE = _ascii_table(_PUNCT)
+
+
+def _translate_ascii(text: str, table: tuple[bytes, bytes]) -> str:
+    return text.encode("ascii").translate(*table).decode("ascii")
 
 
 @lru_cache(maxsize=1 << 17)
@@ -153,7 +160,7 @@ def normalize(text: str) -> str:
     if not text:
         return ""
     if text.isascii():  # NFKC is the identity on ASCII; \s+ collapse + strip == split/join
-        return " ".join(text.lower().translate(_NORM_TABLE).split())
+        return " ".join(_translate_ascii(text.lower(), _NORM_TABLE).split())
     text = unicodedata.normalize("NFKC", text).lower()
     text = _APOS.sub("", text)
     text = _PUNCT_STRICT.sub(" ", text)
@@ -470,23 +477,30 @@ def question_spans(question: str) -> list[str]:
     """Entity-like spans of a question: quoted strings and capitalised runs (minus a sentence-initial
     function word such as 'Who' or 'The')."""
     spans: list[str] = []
-    for m in _QUOTED.finditer(question):
-        spans.append(m.group(1) or m.group(2))
-    for m in _CAPRUN.finditer(question):
-        span = _entity_run(m.group(1))
+    if '"' in question or "\u201c" in question:  # (_QUOTED needs one of them)
+        for m in _QUOTED.finditer(question):
+            spans.append(m.group(1) or m.group(2))
+    for _, _, span in _cap_runs(question):
         if span:
             spans.append(span)
     return spans
 
 
 @lru_cache(maxsize=1 << 16)
+def _cap_runs(text: str) -> tuple[tuple[int, str, str | None], ...]:
+    """(start, run, ``_entity_run(run)``) of each capitalised run of a text; shared by the question
+    spans and the query's own capitalised runs (an agent's first query often is the question)."""
+    pat = _CAPRUN_ASCII if text.isascii() and text.isprintable() else _CAPRUN
+    return tuple((m.start(), r, _entity_run(r)) for m in pat.finditer(text) for r in (m.group(1),))
+
+
+@lru_cache(maxsize=1 << 16)
 def _cap_spans(raw: str) -> tuple[str, ...]:
     """Normalised capitalised runs of a query, except a lone capitalised first word."""
     caps: list[str] = []
-    for m in _CAPRUN.finditer(raw):
-        if m.start() == 0 and " " not in m.group(1).strip():
+    for start, run, span in _cap_runs(raw):
+        if start == 0 and " " not in run.strip():
             continue  # a capitalised first word is usually just the start of a sentence
-        span = _entity_run(m.group(1))
         if span:
             caps.append(normalize(span))
     return tuple(dict.fromkeys(caps))
@@ -538,7 +552,7 @@ def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool,
     caps = _cap_spans(raw) if not raw.islower() else ()
     text = (_mark(raw, spans) if spans else raw).lower()
     if text.isascii():
-        text = text.translate(_SLOT_TABLE)
+        text = _translate_ascii(text, _SLOT_TABLE)
     else:
         text = _PUNCT.sub(" ", _APOS.sub("", text))
     toks = tuple(text.split())
@@ -548,8 +562,22 @@ def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool,
     cap_idx = None
     if caps:
         cap_idx = _SpanIndex()
+        full, prefixes, starts = cap_idx.full, cap_idx.prefixes, cap_idx.starts
         for c in caps:
-            cap_idx.add(c, "E")
+            if not c.isascii():
+                cap_idx.add(c, "E")
+                continue
+            # ``add`` inlined: an ASCII output of normalize is its own normal form and has no "(", so its
+            # one entry is (c, its proper prefixes), unless it is made only of function words.
+            ws = c.split()
+            if not ws or all(w in _LEX for w in ws):
+                continue
+            full.setdefault(c, "E")
+            if len(ws) == 1:
+                starts.add(c)
+            else:
+                prefixes.update(" ".join(ws[:i]) for i in range(1, len(ws)))
+                starts.add(ws[0])
     return toks, infos, bool(spans), cap_idx
 
 
