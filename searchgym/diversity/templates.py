@@ -127,6 +127,9 @@ _SUFFIX_RULES: tuple[tuple[str, str], ...] = (
     ("ic", "ADJ"), ("less", "ADJ"), ("ish", "ADJ"), ("ian", "ADJ"), ("ese", "ADJ"), ("est", "ADJ"),
     ("al", "ADJ"),
 )
+_SUFFIX_BY_LEN: tuple[tuple[int, dict[str, int]], ...] = tuple(
+    (k, {suf: i for i, (suf, _) in enumerate(_SUFFIX_RULES) if len(suf) == k})
+    for k in sorted({len(suf) for suf, _ in _SUFFIX_RULES}))
 _SLOT_POS = {"NUM": "NUM", "DATE": "NUM"}
 _MARK = "xslotx"
 _DISAMBIG = re.compile(r"\s*\([^)]*\)\s*$")
@@ -190,17 +193,30 @@ def word_pos(word: str, capitalised: bool = False) -> str:
     tag = _LEX.get(word)
     if tag is not None:
         return tag
-    if _NUMBER.match(word) or word in MONTHS:
+    if _is_number(word) or word in MONTHS:
         return "NUM"
     if word in _VERBS:
         return "VERB"
     if capitalised:
         return "PROPN"
     if len(word) > 4 or word.endswith("ly"):
-        for suf, t in _SUFFIX_RULES:
-            if word.endswith(suf) and len(word) > len(suf) + 2:
-                return t
+        # = the first rule of _SUFFIX_RULES whose suffix ends the word with >2 characters before it,
+        # found with one dict lookup per suffix length instead of a scan of every rule
+        best = None
+        n = len(word)
+        for k, table in _SUFFIX_BY_LEN:
+            if n > k + 2:
+                hit = table.get(word[-k:])
+                if hit is not None and (best is None or hit < best):
+                    best = hit
+        if best is not None:
+            return _SUFFIX_RULES[best][1]
     return "NOUN"
+
+
+def _is_number(t: str) -> bool:
+    """``_NUMBER.match(t)``, skipping the regex when t cannot start with a digit (\\d = category Nd)."""
+    return t[:1].isdecimal() and _NUMBER.match(t) is not None
 
 
 def _mark(text: str, spans: list[tuple[int, int, str]]) -> str:
@@ -517,6 +533,7 @@ def _entity_run(run: str) -> str | None:
 
 
 _SLOT_TOKEN = {t: f"<{t}>" for t in SLOT_TYPES}
+_LEX_WORDS = frozenset(_LEX)
 _TOK_INFO: dict[str, tuple[bool, bool, bool, str]] = {}
 _TOK_INFO_GET = _TOK_INFO.get
 
@@ -525,7 +542,7 @@ def _tok_info(t: str) -> tuple[bool, bool, bool, str]:
     """(is a number, is a month name, is a year, POS) of one slot-pass token, cached."""
     info = _TOK_INFO.get(t)
     if info is None:
-        info = (_NUMBER.match(t) is not None, t in MONTHS, _YEAR.match(t) is not None, word_pos(t))
+        info = (_is_number(t), t in MONTHS, t[:1] in ("1", "2") and _YEAR.match(t) is not None, word_pos(t))
         if len(_TOK_INFO) >= 1 << 17:
             _TOK_INFO.clear()
         _TOK_INFO[t] = info
@@ -570,14 +587,16 @@ def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool,
             # ``add`` inlined: an ASCII output of normalize is its own normal form and has no "(", so its
             # one entry is (c, its proper prefixes), unless it is made only of function words.
             ws = c.split()
-            if not ws or all(w in _LEX for w in ws):
+            if not ws or _LEX_WORDS.issuperset(ws):
                 continue
             full.setdefault(c, "E")
-            if len(ws) == 1:
-                starts.add(c)
-            else:
-                prefixes.update(" ".join(ws[:i]) for i in range(1, len(ws)))
-                starts.add(ws[0])
+            starts.add(ws[0])
+            if len(ws) > 1:
+                key = ws[0]
+                prefixes.add(key)
+                for w in ws[1:-1]:
+                    key = key + " " + w
+                    prefixes.add(key)
     return toks, infos, bool(spans), cap_idx
 
 
