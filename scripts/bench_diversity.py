@@ -7,8 +7,12 @@ content, pos, plus moves, CTAR and process metrics). The issue's budget is overh
 time. It also reports the tracker's absolute cost per 1,000 queries, which is what matters when the
 rollout is an LLM generation (seconds per step) rather than a heuristic agent (milliseconds).
 
-    python scripts/bench_diversity.py            # B = 64, 256; 8 policy steps each
-    python scripts/bench_diversity.py --quick    # B = 64; 3 steps
+    python scripts/bench_diversity.py            # B = 64, 256; 8 policy steps each, best of 3 runs
+    python scripts/bench_diversity.py --quick    # B = 64; 3 steps, one run
+
+Timing on a shared machine is noisy: each configuration is run ``--repeats`` times (fresh environment and
+tracker each time); a run reports the median over its policy steps, and the table shows the best (lowest)
+of those medians for the rollout and for the tracker separately, and the lowest CPU-time ratio.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def rollout_step(vec, agent, obs, infos, n_episodes: int):
     return finished[:n_episodes], obs, infos
 
 
-def bench(batch: int, steps: int, seed: int, levels: tuple[str, ...]) -> dict[str, float]:
+def bench_once(batch: int, steps: int, seed: int, levels: tuple[str, ...]) -> dict[str, float]:
     import gymnasium as gym
 
     import searchgym  # noqa: F401  (registers the environments)
@@ -58,10 +62,23 @@ def bench(batch: int, steps: int, seed: int, levels: tuple[str, ...]) -> dict[st
         track_cpu.append(c2 - c1)
         nq.append(sum(len(t.queries) for t in trajs))
     vec.close()
-    r, k, q = float(np.median(roll)), float(np.median(track)), float(np.median(nq))
     rc, kc = float(np.sum(roll_cpu)), float(np.sum(track_cpu))
-    return {"batch": batch, "levels": ",".join(levels), "steps": steps, "queries": q, "rollout_ms": 1e3 * r, "tracker_ms": 1e3 * k,
-            "overhead_pct": 100.0 * k / r, "overhead_cpu_pct": 100.0 * kc / rc,
+    return {"rollout_s": float(np.median(roll)), "tracker_s": float(np.median(track)), "queries": float(np.median(nq)),
+            "cpu_ratio": kc / rc, "tracker_cpu_per_q": kc / max(1, sum(nq)), "rollout_cpu_per_q": rc / max(1, sum(nq))}
+
+
+def bench(batch: int, steps: int, seed: int, levels: tuple[str, ...], repeats: int = 1) -> dict[str, float]:
+    """Best of ``repeats`` runs: the lowest median rollout and tracker times, the lowest CPU ratio."""
+    runs = [bench_once(batch, steps, seed, levels) for _ in range(max(1, repeats))]
+    r = min(x["rollout_s"] for x in runs)
+    k = min(x["tracker_s"] for x in runs)
+    q = float(np.median([x["queries"] for x in runs]))
+    best_cpu = min(runs, key=lambda x: x["cpu_ratio"])
+    return {"batch": batch, "levels": ",".join(levels), "steps": steps, "repeats": len(runs), "queries": q,
+            "rollout_ms": 1e3 * r, "tracker_ms": 1e3 * k, "overhead_pct": 100.0 * k / r,
+            "overhead_cpu_pct": 100.0 * best_cpu["cpu_ratio"],
+            "tracker_cpu_us_per_q": 1e6 * min(x["tracker_cpu_per_q"] for x in runs),
+            "rollout_cpu_us_per_q": 1e6 * min(x["rollout_cpu_per_q"] for x in runs),
             "ms_per_1k_queries": 1e3 * k / q * 1000 if q else float("nan")}
 
 
@@ -70,27 +87,30 @@ def main() -> None:
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 256], help="episodes per policy step")
     ap.add_argument("--steps", type=int, default=8, help="policy steps per batch size (median is reported)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="B = 64 and 3 steps")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per configuration (best of; see above)")
+    ap.add_argument("--quick", action="store_true", help="B = 64, 3 steps, one run")
     ap.add_argument("--levels", nargs="+", default=["string,slot,content,pos", "slot"],
                     help="template-level sets to time (comma-separated levels, one set per argument)")
     ap.add_argument("--llm-step-s", type=float, default=30.0,
                     help="a stated LLM rollout time per policy step (seconds) to compare the tracker against")
     args = ap.parse_args()
-    sizes, steps = ([64], 3) if args.quick else (args.batch_sizes, args.steps)
+    sizes, steps, repeats = ([64], 3, 1) if args.quick else (args.batch_sizes, args.steps, args.repeats)
     level_sets = [tuple(x.split(",")) for x in args.levels]
-    rows = [bench(b, steps, args.seed, lv) for lv in level_sets for b in sizes]
+    rows = [bench(b, steps, args.seed, lv, repeats) for lv in level_sets for b in sizes]
     print("| levels | episodes/step | queries/step | heuristic rollout ms/step | tracker ms/update | overhead vs "
-          "heuristic rollout (wall) | (CPU time) | tracker ms per 1k queries | overhead vs "
+          "heuristic rollout (wall) | (CPU time) | tracker CPU µs/query | rollout CPU µs/query | overhead vs "
           f"{args.llm_step_s:g} s LLM step | 5% budget |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
         llm = 100.0 * r["tracker_ms"] / (1e3 * args.llm_step_s)
-        ok = "met" if r["overhead_pct"] <= 5.0 else "met vs an LLM rollout only" if llm <= 5 else "missed"
+        ok = ("met" if max(r["overhead_pct"], r["overhead_cpu_pct"]) <= 5.0 else
+              "met vs an LLM rollout only" if llm <= 5 else "missed")
         print(f"| {r['levels']} | {r['batch']} | {r['queries']:.0f} | {r['rollout_ms']:.1f} | {r['tracker_ms']:.1f} | "
-              f"{r['overhead_pct']:.1f}% | {r['overhead_cpu_pct']:.1f}% | {r['ms_per_1k_queries']:.1f} | "
-              f"{llm:.3f}% | {ok} |")
+              f"{r['overhead_pct']:.1f}% | {r['overhead_cpu_pct']:.1f}% | {r['tracker_cpu_us_per_q']:.0f} | "
+              f"{r['rollout_cpu_us_per_q']:.0f} | {llm:.3f}% | {ok} |")
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"\nmedian of {steps} policy steps after one warm-up step (CPU-time ratio: sums over the steps); "
+    print(f"\nbest of {repeats} run(s), each the median of {steps} policy steps after one warm-up step (CPU-time "
+          "ratio and CPU µs/query: sums over a run's steps, lowest run); "
           "every row also computes moves, CTAR, distinct-n and process metrics; heuristic rollout = "
           "DiverseAgent on searchgym/SearchQA-v0 (BM25, embedded world, vector env); "
           f"{os.cpu_count()} CPUs, load average {load:.1f} during the run.")
