@@ -282,3 +282,42 @@ def test_checkpoint_is_atomic(setup, tmp_path):
     with pytest.raises(CheckpointError):
         load_checkpoint(tmp_path / "missing")
     _ = Path
+
+
+def test_any_hf_causal_lm_path_gpt2(setup, tmp_path):
+    """The --model path: a GPT-2 whose tokenizer lacks the grammar tags gets them as single tokens, and the
+    split LM head (GPT-2's ``transformer`` body) gives the same log-probs as the full forward."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from searchgym.train.grpo import train_rl
+    from searchgym.train.rollout import collate, policy_forward
+    from searchgym.train.tiny_lm import load_lm
+
+    world = setup[0]
+    tk = Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator([p.text for p in world.passages], trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<eos>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tk, eos_token="<eos>")
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=len(fast), n_positions=512)
+                    ).save_pretrained(tmp_path / "gpt2")
+    fast.save_pretrained(tmp_path / "gpt2")
+    model, tok = load_lm(tmp_path / "gpt2")
+    assert len(tok.encode("</search>", add_special_tokens=False)) == 1
+    assert model.get_input_embeddings().weight.shape[0] == len(tok)
+    envs = make_envs(setup, 4)
+    hist = train_rl(model, tok, envs, _rl_args(total_steps=1, group_size=2, max_new_tokens=6),
+                    questions=_questions(2))
+    assert len(hist) == 1 and math.isfinite(hist[0]["losses/policy"])
+    from searchgym.train.rollout import LMPolicy, run_episodes
+
+    eps = run_episodes(LMPolicy(model, tok, max_new_tokens=6, generator=torch.Generator().manual_seed(0)),
+                       envs[:2], [None, None], options=[{"index": 0}, {"index": 1}], max_new_tokens=6)
+    b = collate(eps, tok.pad_token_id)
+    with torch.no_grad():
+        lp_split, _, _ = policy_forward(model, b)
+        lp_full, _, _ = policy_forward(model, b, all_positions=True)
+    m = b["mask"] > 0
+    assert torch.allclose(lp_split[m], lp_full[m], atol=1e-5)

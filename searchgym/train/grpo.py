@@ -50,7 +50,7 @@ class RLArgs:
     max_context: int = 1024             # an episode whose context would exceed this ends with reward 0
     obs_max_words: int | None = 30      # words kept per retrieved passage (short contexts for CPU)
     # --- optimisation
-    learning_rate: float = 5e-4         # AdamW learning rate (tiny LM; ~1e-6 for a pretrained LLM)
+    learning_rate: float = 2e-4         # AdamW learning rate (tiny LM; ~1e-6 for a pretrained LLM)
     weight_decay: float = 0.0           # AdamW weight decay
     update_epochs: int = 1              # passes over each rollout batch
     num_minibatches: int = 1            # optimizer steps per pass
@@ -58,6 +58,9 @@ class RLArgs:
     max_grad_norm: float = 1.0          # gradient clipping
     # --- advantages
     norm_adv_by_std: bool = True        # GRPO: divide by the group std (False = Dr. GRPO mean-centring)
+    skip_zero_adv: bool = True          # GRPO/RLOO: leave groups whose rewards are all equal out of the update
+    #                                     (their policy-gradient is 0; as DAPO's dynamic sampling, the token-mean
+    #                                     is then over the informative groups). Kept when ent_coef/kl_coef > 0.
     gamma: float = 1.0                  # PPO: discount over agent tokens
     gae_lambda: float = 1.0             # PPO: GAE lambda
     vf_coef: float = 0.5                # PPO: value-loss coefficient
@@ -268,14 +271,17 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         # ---------------------------------------------------------------- 3. update
         model.train()
         stats_acc: dict[str, list[float]] = {}
-        n_ep = len(episodes)
-        mb_size = n_ep // args.num_minibatches
+        pool = np.arange(len(episodes))
+        if (seq_adv is not None and args.skip_zero_adv and args.ent_coef == 0 and ref is None):
+            pool = pool[(seq_adv != 0).numpy()]
         perm_rng = np.random.default_rng([args.seed, step, 3])
         cov_gen = _torch_gen(args.seed, step, 2, "cpu")
-        for _epoch in range(args.update_epochs):
-            order = perm_rng.permutation(n_ep) if args.num_minibatches > 1 else np.arange(n_ep)
-            for k in range(args.num_minibatches):
-                idx = [int(x) for x in order[k * mb_size:(k + 1) * mb_size]]
+        for _epoch in range(args.update_epochs if len(pool) else 0):
+            order = pool[perm_rng.permutation(len(pool))] if args.num_minibatches > 1 else pool
+            for part in np.array_split(order, args.num_minibatches):
+                idx = [int(x) for x in part]
+                if not idx:
+                    continue
                 chunks = [idx[i:i + args.micro_batch_size] for i in range(0, len(idx), args.micro_batch_size)]
                 opt.zero_grad(set_to_none=True)
                 for chunk in chunks:
@@ -335,12 +341,14 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             "charts/response_tokens": float(np.mean(n_tok)),
             "charts/token_entropy": float(np.mean(all_ent)) if all_ent else 0.0,
             "charts/zero_adv_groups": float((g_rewards.std(dim=1) == 0).float().mean()) if G > 1 else 0.0,
+            "charts/episodes_trained": float(len(pool)),
             "charts/time_rollout": t_roll, "charts/time_update": t_upd,
             "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
         }
         for key, vals in stats_acc.items():
             prefix = "charts/" if key == "grad_norm" else "losses/"
             row[prefix + key] = float(np.mean(vals))
+        row.setdefault("losses/policy", 0.0)  # no informative group this step: nothing to update
         if on_rollouts is not None:
             extra = on_rollouts(step + 1, episodes, row)
             if extra:

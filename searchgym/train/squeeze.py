@@ -59,7 +59,8 @@ class SqueezeConfig:
     arms: tuple[str, ...] = ("sft", "grpo", "grpo_klcov", "grpo_clipcov", "grpo_ent")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
     device: str = "cpu"                   # cpu | cuda
-    threads: int | None = None            # torch intra-op threads (None = torch default)
+    threads: int | None = None            # torch intra-op threads (None: 1 for the tiny LM on CPU, where more
+    #                                       threads gain little and lose a lot on a busy machine; else torch's)
     world_seed: int = 0                   # seed of the procedural world
     n_entities: int = 400                 # world size
     max_turns: int = 2                    # searches per episode
@@ -73,9 +74,10 @@ class SqueezeConfig:
     sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=500, batch_size=16,
                                                          micro_batch_size=16, warmup_steps=20,
                                                          context_loss_weight=0.5))
-    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=30, prompts_per_step=8, group_size=8,
-                                                      learning_rate=5e-4, max_new_tokens=24,
-                                                      micro_batch_size=64, checkpoint_every=10))
+    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=40, prompts_per_step=8, group_size=8,
+                                                      learning_rate=2e-4, max_new_tokens=20,
+                                                      micro_batch_size=32, checkpoint_every=10,
+                                                      max_context=1024))
     sft_arm_steps_per_step: int = 1       # continued-SFT optimizer steps per tracked step (batch 32 episodes)
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
@@ -93,10 +95,10 @@ class SqueezeConfig:
                        passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
                                          intermediate_size=288, max_positions=768),
-                       sft=SFTArgs(learning_rate=3e-3, max_steps=220, batch_size=16, micro_batch_size=16,
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=200, batch_size=16, micro_batch_size=16,
                                    warmup_steps=10, context_loss_weight=0.5),
-                       rl=RLArgs(total_steps=16, prompts_per_step=8, group_size=6, learning_rate=5e-4,
-                                 max_new_tokens=20, micro_batch_size=48, checkpoint_every=8, max_context=768),
+                       rl=RLArgs(total_steps=20, prompts_per_step=8, group_size=8, learning_rate=2e-4,
+                                 max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
                        eval_questions=24, eval_shift_questions=12, eval_samples=4)
         else:
             base = cls()
@@ -396,6 +398,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     cfg.validate()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    elif cfg.model is None and cfg.device == "cpu":
+        torch.set_num_threads(1)
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
