@@ -549,7 +549,7 @@ def _tok_info(t: str) -> tuple[bool, bool, bool, str]:
     return info
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=1 << 14)  # entries hold a small index each; queries rarely recur beyond a step
 def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool, str], ...], bool,
                                   _SpanIndex | None]:
     """The context-free part of the slot pass, cached per raw query: its tokens (quoted strings and
