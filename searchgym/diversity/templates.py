@@ -255,6 +255,23 @@ class _SpanIndex:
             else:
                 self.starts.add(key)
 
+    def add_normalized(self, key: str, slot: str = "E") -> None:
+        """``add`` for a name that is an ASCII output of ``normalize``: such a name is its own normal form
+        and has no '(disambiguation)', so its one entry is (key, its proper prefixes), unless it is made
+        only of function words (then nothing, as in ``_name_entries``)."""
+        ws = key.split()
+        if not ws or _LEX_WORDS.issuperset(ws):
+            return
+        self.full.setdefault(key, slot)
+        self.starts.add(ws[0])
+        if len(ws) > 1:
+            prefixes = self.prefixes
+            k = ws[0]
+            prefixes.add(k)
+            for w in ws[1:-1]:
+                k = k + " " + w
+                prefixes.add(k)
+
     def copy(self) -> _SpanIndex:
         new = _SpanIndex()
         new.full = self.full.copy()
@@ -337,8 +354,13 @@ class Templater:
         idx = self._q_cache.get(question)
         if idx is None:
             idx = _SpanIndex()
+            types = self.entity_types
             for span in question_spans(question):
-                idx.add(span, slot_type(self.entity_types.get(span)))
+                slot = slot_type(types.get(span)) if types else "E"
+                if span.isascii() and "(" not in span:
+                    idx.add_normalized(normalize(span), slot)  # = idx.add(span, slot) for such a span
+                else:
+                    idx.add(span, slot)
             if len(self._q_cache) >= self._cache_size:
                 self._q_cache.clear()
             self._q_cache[question] = idx
@@ -579,24 +601,11 @@ def _prepare(query: str) -> tuple[tuple[str, ...], tuple[tuple[bool, bool, bool,
     cap_idx = None
     if caps:
         cap_idx = _SpanIndex()
-        full, prefixes, starts = cap_idx.full, cap_idx.prefixes, cap_idx.starts
         for c in caps:
-            if not c.isascii():
+            if c.isascii():
+                cap_idx.add_normalized(c, "E")
+            else:
                 cap_idx.add(c, "E")
-                continue
-            # ``add`` inlined: an ASCII output of normalize is its own normal form and has no "(", so its
-            # one entry is (c, its proper prefixes), unless it is made only of function words.
-            ws = c.split()
-            if not ws or _LEX_WORDS.issuperset(ws):
-                continue
-            full.setdefault(c, "E")
-            starts.add(ws[0])
-            if len(ws) > 1:
-                key = ws[0]
-                prefixes.add(key)
-                for w in ws[1:-1]:
-                    key = key + " " + w
-                    prefixes.add(key)
     return toks, infos, bool(spans), cap_idx
 
 
