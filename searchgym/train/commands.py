@@ -14,6 +14,13 @@ def _arms(value: str | None) -> tuple[str, ...] | None:
     return tuple(a.strip() for a in value.split(",") if a.strip())
 
 
+def _quiet_hf() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
     @app.command("squeeze")
@@ -57,7 +64,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             if model is not None:  # a real LM: its own learning rates and context
                 cfg.rl = replace(cfg.rl, learning_rate=1e-6, max_new_tokens=64, max_context=4096,
                                  micro_batch_size=8)
-                cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5)
+                cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5,
+                                  max_steps=100, context_loss_weight=0.0)
             summary = sq.run(cfg, log=lambda s: console.print(s, highlight=False))
         except SearchGymError as e:
             console.print(f"[red]{type(e).__name__}: {e}[/red]")
@@ -87,6 +95,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from searchgym.train.tiny_lm import load_lm
 
         console = Console(stderr=True)
+        _quiet_hf()
         m, tok = load_lm(model, device=device)
         demos = _demos(tok, trajectories, split, passes, console)
         args = SFTArgs(learning_rate=lr, epochs=epochs, batch_size=batch_size, device=device)
@@ -132,6 +141,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from searchgym.train.tiny_lm import load_lm
 
         console = Console(stderr=True)
+        _quiet_hf()
         try:
             args = RLArgs(algo=algo, policy_loss=policy_loss, total_steps=steps, prompts_per_step=prompts,
                           group_size=group_size, learning_rate=lr, clip_high=clip_high, ent_coef=ent_coef,

@@ -82,7 +82,7 @@ class SqueezeConfig:
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
     ent_coef: float = 0.01                # entropy-bonus arm coefficient
-    eval_questions: int = 48              # train-split questions evaluated per model
+    eval_questions: int = 64              # train-split questions: the RL/tracking question pool, evaluated per model
     eval_shift_questions: int = 32        # questions per shift split
     eval_samples: int = 8                 # samples per question (pass@k up to this k)
     eval_temperature: float = 1.0         # sampling temperature for evaluation
@@ -95,11 +95,11 @@ class SqueezeConfig:
                        passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
                                          intermediate_size=288, max_positions=768),
-                       sft=SFTArgs(learning_rate=3e-3, max_steps=200, batch_size=16, micro_batch_size=16,
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=170, batch_size=16, micro_batch_size=16,
                                    warmup_steps=10, context_loss_weight=0.5),
-                       rl=RLArgs(total_steps=20, prompts_per_step=8, group_size=8, learning_rate=2e-4,
+                       rl=RLArgs(total_steps=20, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
-                       eval_questions=24, eval_shift_questions=12, eval_samples=4)
+                       eval_questions=32, eval_shift_questions=12, eval_samples=4)
         else:
             base = cls()
         for k, v in overrides.items():
@@ -218,6 +218,14 @@ def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[li
     return episodes, stats
 
 
+def question_pool(ctx: Context, split: str, n: int) -> list[int]:
+    """A fixed subset of a split's question indices (the train pool is what the arms train and are evaluated
+    on; the shift pools are only evaluated)."""
+    exs = ctx.world.split(split)
+    perm = np.random.default_rng([ctx.cfg.world_seed, 99, len(split)]).permutation(len(exs))
+    return [int(i) for i in perm[:min(n, len(exs))]]
+
+
 def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
              out_dir: Path | None = None) -> dict[str, Any]:
     """Sample ``eval_samples`` episodes per question on the train split (a fixed subset) and each shift split;
@@ -235,7 +243,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     for split in ("train", *SHIFT_SPLITS):
         exs = ctx.world.split(split)
         nq = min(len(exs), c.eval_questions if split == "train" else c.eval_shift_questions)
-        idx = [int(i) for i in np.random.default_rng([c.world_seed, 99, len(split)]).permutation(len(exs))[:nq]]
+        idx = question_pool(ctx, split, nq)
         envs = ctx.envs(nq * k, split)
         gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + len(split))
         pol = LMPolicy(model, tokenizer, temperature=c.eval_temperature, max_new_tokens=c.rl.max_new_tokens,
@@ -298,13 +306,13 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     model, tok = load_lm(start_dir, device=c.device)
     n = args.prompts_per_step * args.group_size
     envs = ctx.envs(n)
-    n_train = len(ctx.world.split("train"))
+    pool = question_pool(ctx, "train", c.eval_questions)
     tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
                                tensorboard=False)
 
     def questions(step: int) -> list[tuple[int | None, dict | None]]:
         # same questions for every arm at a given (seed, step): arms differ only in the update
-        return [(None, {"index": s % n_train}) for s in step_seeds(seed, step, args.prompts_per_step)]
+        return [(None, {"index": pool[s % len(pool)]}) for s in step_seeds(seed, step, args.prompts_per_step)]
 
     def on_rollouts(step: int, episodes: list[Any], row: dict[str, float]) -> dict[str, float]:
         ents = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
@@ -342,7 +350,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     demos, _ = make_demos(ctx, tok, max(1, c.demo_passes), seed=1000 + seed)
     n = rl.prompts_per_step * rl.group_size
     envs = ctx.envs(n)
-    n_train = len(ctx.world.split("train"))
+    pool = question_pool(ctx, "train", c.eval_questions)
     tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
                                tensorboard=False)
     k = max(1, c.sft_arm_steps_per_step)
@@ -350,7 +358,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
 
     def track(opt_step: int) -> dict[str, float]:
         step = opt_step // k  # tracked step number, aligned with the RL arms' steps
-        qs = [(None, {"index": s % n_train}) for s in step_seeds(seed, step - 1, rl.prompts_per_step)]
+        qs = [(None, {"index": pool[s % len(pool)]}) for s in step_seeds(seed, step - 1, rl.prompts_per_step)]
         t0 = time.time()
         pol = LMPolicy(model, tok, temperature=rl.temperature, max_new_tokens=rl.max_new_tokens, device=c.device,
                        generator=_torch_gen(seed, step - 1, 1, c.device))
