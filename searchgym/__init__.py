@@ -29,7 +29,11 @@ _LAZY = {
     "DiversityTracker": "searchgym.diversity",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [  # noqa: RUF022 - grouped as in _LAZY
+    "__version__", "Trajectory", "Step", "read_trajectories", "load_trajectories", "TrajectoryWriter",
+    "Passage", "Hit", "Retriever", "load_index", "build_index", "QAExample", "World", "SearchEnv",
+    "DiversityTracker",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -163,7 +163,7 @@ class TrajectoryWriter:
         if not self._fh.closed:
             self._fh.close()
 
-    def __enter__(self) -> TrajectoryWriter:
+    def __enter__(self) -> TrajectoryWriter:  # noqa: PYI034 - typing.Self needs 3.11
         return self
 
     def __exit__(self, *exc: object) -> None:
