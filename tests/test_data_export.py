@@ -47,7 +47,8 @@ def test_export_round_trip(tmp_path, small_world):
     q0 = small_world.split("train")[0]
     assert row["prompt"][0]["role"] == "user"
     assert row["prompt"][0]["content"] == search_r1_prompt(q0.question)
-    assert row["prompt"][0]["content"].endswith("Question: " + q0.question.rstrip(".").rstrip("?") + "?\n")
+    q = q0.question if q0.question.endswith("?") else q0.question + "?"
+    assert row["prompt"][0]["content"].endswith("Question: " + q + "\n")
     assert row["reward_model"] == {"style": "rule", "ground_truth": {"target": q0.answers}}
     assert row["extra_info"]["split"] == "train" and row["extra_info"]["index"] == 0
     assert row["extra_info"]["supporting_ids"] == q0.supporting_ids
@@ -59,7 +60,8 @@ def test_export_round_trip(tmp_path, small_world):
 
 def test_prompt_is_search_r1s_template():
     assert search_r1_prompt("who wrote hamlet") == SEARCH_R1_PROMPT.format(question="who wrote hamlet?")
-    assert search_r1_prompt("Name the founder of X.").endswith("Question: Name the founder of X?\n")
+    # Search-R1's rule exactly (append "?"), the same text the environment renders.
+    assert search_r1_prompt("Name the founder of X.").endswith("Question: Name the founder of X.?\n")
     assert SEARCH_R1_PROMPT.startswith("Answer the given question. You must conduct reasoning inside <think>")
 
 

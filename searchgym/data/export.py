@@ -33,12 +33,18 @@ SEARCH_R1_PROMPT = (
 )
 
 
-def search_r1_prompt(question: str) -> str:
-    """The Search-R1 user prompt for ``question`` (a trailing ``?`` is added as Search-R1 does)."""
+def fix_question(question: str) -> str:
+    """Search-R1 adds a trailing question mark when the question has none (``"Name X."`` -> ``"Name X.?"``).
+
+    Kept exactly so that exported prompts and the environment's prompts are the prompts Search-R1 trains on.
+    """
     q = question.strip()
-    if not q.endswith("?"):
-        q = q.rstrip(".") + "?"
-    return SEARCH_R1_PROMPT.format(question=q)
+    return q if q.endswith("?") else q + "?"
+
+
+def search_r1_prompt(question: str) -> str:
+    """The Search-R1 user prompt for ``question``; the environment renders the same text."""
+    return SEARCH_R1_PROMPT.format(question=fix_question(question))
 
 
 def _atomic_path(path: Path) -> Path:

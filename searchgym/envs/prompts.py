@@ -11,17 +11,12 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from searchgym.data.export import SEARCH_R1_PROMPT, fix_question
 from searchgym.errors import ConfigError
 from searchgym.retrieval.base import Hit
 
-SEARCH_R1_TEMPLATE = (
-    "Answer the given question. You must conduct reasoning inside <think> and </think> first every time you "
-    "get new information. After reasoning, if you find you lack some knowledge, you can call a search engine "
-    "by <search> query </search> and it will return the top searched results between <information> and "
-    "</information>. You can search as many times as your want. If you find no further external knowledge "
-    "needed, you can directly provide the answer inside <answer> and </answer>, without detailed "
-    "illustrations. For example, <answer> Beijing </answer>. Question: {question}\n"
-)
+# One definition of Search-R1's prompt, shared with the exported parquet files.
+SEARCH_R1_TEMPLATE = SEARCH_R1_PROMPT
 
 _TOOLS = [
     {"type": "function", "function": {
@@ -71,12 +66,6 @@ BUDGET_MESSAGES = {
     "tool_call": "\nI have used all {searches}. I should now give the final answer with the answer "
                  "function.\n",
 }
-
-
-def fix_question(question: str) -> str:
-    """Search-R1 adds a trailing question mark when the question has none."""
-    q = question.strip()
-    return q if q.endswith("?") else q + "?"
 
 
 class PromptBuilder:
