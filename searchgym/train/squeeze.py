@@ -95,9 +95,9 @@ class SqueezeConfig:
                        passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
                                          intermediate_size=288, max_positions=768),
-                       sft=SFTArgs(learning_rate=3e-3, max_steps=170, batch_size=16, micro_batch_size=16,
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=16,
                                    warmup_steps=10, context_loss_weight=0.5),
-                       rl=RLArgs(total_steps=20, prompts_per_step=8, group_size=8, learning_rate=3e-4,
+                       rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
                        eval_questions=32, eval_shift_questions=12, eval_samples=4)
         else:
