@@ -332,8 +332,12 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
         (f"- RL: GRPO (group-normalised advantages), token-mean PPO-clip loss (ε={c['rl']['clip_low']}), "
         f"lr {c['rl']['learning_rate']}, T={c['rl']['temperature']}; KL-Cov k={c['kl_cov_ratio']} (β=1), "
         f"Clip-Cov r={c['clip_cov_ratio']} band (1, 5) with PPO clip 1; entropy bonus {c['ent_coef']}."),
-        ("- Continued SFT: fresh diverse demonstrations, its policy sampled on the same questions as the RL arms "
-        "at every step (these samples feed the tracker; they are not trained on)."),
+        (f"- Questions: the RL arms train on a fixed pool of {c['eval_questions']} train-split questions (the "
+         "same questions per step for every arm); 'train success' is the success on that pool, shift-split "
+         f"success is on {c['eval_shift_questions']} questions per shift split; {c['eval_samples']} samples per "
+         "question."),
+        ("- Continued SFT: fresh diverse demonstrations over the whole train split; its policy is sampled on the "
+         "RL arms' questions at every step (these samples feed the tracker; they are not trained on)."),
         ("- Template entropy: Shannon entropy (nats) of the slot-level query templates (entities and numbers "
         "masked into typed slots) of all queries in the evaluation samples / step rollouts."),
         "",
