@@ -242,6 +242,9 @@ def test_impossible_configs_fail_fast():
     with pytest.raises(ConfigError):
         RLArgs(temperature=0).validate()
     RLArgs(algo="ppo", group_size=1).validate()
+    RLArgs(policy_loss="clip_cov", clip_low=1.0, clip_high=1.0).validate()  # the released Clip-Cov setting
+    with pytest.raises(ConfigError):
+        RLArgs(clip_low=1.5).validate()
 
 
 def test_train_rl_rejects_group_size_one_before_any_work(setup):

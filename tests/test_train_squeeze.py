@@ -81,6 +81,11 @@ def test_squeeze_config_errors(tmp_path):
         cfg.validate()
     with pytest.raises(ConfigError):
         SqueezeConfig.preset(True, not_an_option=1)
+    full = SqueezeConfig.preset(False, out=str(tmp_path))
+    full.validate()
+    for arm in full.arms:  # every arm's RL arguments are valid
+        if arm != "sft":
+            full.arm_args(arm, 1).validate()
 
 
 def test_cli_headline_without_summary_is_a_clear_error(tmp_path):

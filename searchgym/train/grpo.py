@@ -98,7 +98,7 @@ class RLArgs:
             raise ConfigError(f"kl_estimator={self.kl_estimator!r}; choose one of {KL_KINDS}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0 for RL sampling, got {self.temperature}")
-        if not (0 <= self.clip_low < 1) or self.clip_high < 0:
+        if not (0 <= self.clip_low <= 1) or self.clip_high < 0:  # Clip-Cov's released scripts use 1
             raise ConfigError(f"clip range (1-{self.clip_low}, 1+{self.clip_high}) is not valid")
         if self.policy_loss == "clip_cov" and not (0 < self.clip_cov_ratio <= 1 and
                                                    self.clip_cov_lb < self.clip_cov_ub):
