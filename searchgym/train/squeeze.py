@@ -429,8 +429,11 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     stages_path = out / "stages.json"
     stages: dict[str, Any] = json.loads(stages_path.read_text()) if (cfg.resume and stages_path.exists()) else {}
 
+    prior_s = float(stages.get("_elapsed_s", 0.0))  # time spent by interrupted earlier invocations
+
     def mark(stage: str, info: Any) -> None:
         stages[stage] = info
+        stages["_elapsed_s"] = prior_s + time.time() - t_start
         _write_json(stages_path, stages)
 
     _write_json(out / "config.json", asdict(cfg))
@@ -535,11 +538,12 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     log("[6/6] report")
     from searchgym.train.report import build_summary, write_report
 
-    summary = build_summary(cfg, out, start_eval, arm_results, n_params=n_params, wall_s=time.time() - t_start,
-                            stages=stages)
+    summary = build_summary(cfg, out, start_eval, arm_results, n_params=n_params,
+                            wall_s=prior_s + time.time() - t_start, stages=stages)
+    summary["resumed"] = bool(prior_s)
     _write_json(out / "summary.json", summary)
     write_report(summary, out)
-    summary["wall_s"] = time.time() - t_start
+    summary["wall_s"] = prior_s + time.time() - t_start
     _write_json(out / "summary.json", summary)
     log(f"done in {summary['wall_s']:.0f}s: {out / 'report.md'}")
     return summary
