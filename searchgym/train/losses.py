@@ -167,7 +167,7 @@ def kl_cov_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
     pg_kl = pg + kl_coef * log_ratio.abs()
     valid = mask.reshape(-1) > 0
     valid_idx = torch.nonzero(valid, as_tuple=True)[0]
-    sel = torch.zeros(pg.numel(), dtype=torch.bool)
+    sel = torch.zeros(pg.numel(), dtype=torch.bool, device=pg.device)  # on the loss device (CUDA too)
     if len(valid_idx) > 0:
         a = adv.detach().reshape(-1)[valid_idx]
         lp = logp.detach().reshape(-1)[valid_idx]
