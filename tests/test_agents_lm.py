@@ -162,6 +162,18 @@ def test_lm_agent_uses_chat_template(tmp_path):
     assert len(agent.slot_state(0).ids) > len(st.prompt_ids) + len(outs[0].token_ids)
 
 
+def test_demonstrations_encode_prompts_like_the_lm_policy(tmp_path):
+    """SFT demonstrations (AgentPolicy) and RL rollouts (LMPolicy) must show the model one prompt format."""
+    from searchgym.train.rollout import AgentPolicy, LMPolicy
+
+    d = build_tiny(tmp_path / "chat", chat_template=True)
+    agent = LMAgent(str(d), max_new_tokens=4, seed=0)
+    prompt = "Question: who founded Grostad?\n"
+    demo_ids = AgentPolicy(object(), agent.tokenizer).encode_prompt(prompt)
+    assert agent.tokenizer.decode(demo_ids).startswith("<|user|>")
+    assert demo_ids == LMPolicy(agent.model, agent.tokenizer).encode_prompt(prompt) == agent.encode_prompt(prompt)
+
+
 def test_missing_path_and_offline_hub_name_fail_fast(monkeypatch, tmp_path):
     with pytest.raises(ModelLoadError, match="does not exist"):
         LMAgent(str(tmp_path / "no-such-model"))

@@ -350,6 +350,21 @@ class _Slot:
     text: str = ""  # the conversation after the prompt (actions + observations), for display
 
 
+def encode_prompt(tokenizer: Any, prompt: str, *, use_chat_template: bool | None = None) -> list[int]:
+    """Token ids of a prompt as the policy sees it: one user message through the chat template when the
+    tokenizer has one (``use_chat_template=None``), else the plain text with the tokenizer's special tokens.
+    Demonstrations and rollouts both encode prompts here, so SFT and RL see the same format."""
+    if use_chat_template is None:
+        use_chat_template = bool(getattr(tokenizer, "chat_template", None))
+    if use_chat_template:
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                            tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return [int(x) for x in ids]
+    return [int(x) for x in tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+
+
 class LMAgent:
     """A policy backed by a Hugging Face causal LM, multi-turn, batched over env slots.
 
@@ -407,14 +422,7 @@ class LMAgent:
         return self._slots.get(index)
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        tok = self.tokenizer
-        if self.use_chat_template:
-            ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                          tokenize=True)
-            if isinstance(ids, dict) or hasattr(ids, "keys"):
-                ids = ids["input_ids"]
-            return [int(x) for x in ids]
-        return [int(x) for x in tok(prompt, add_special_tokens=True)["input_ids"]]
+        return encode_prompt(self.tokenizer, prompt, use_chat_template=self.use_chat_template)
 
     def _observe(self, index: int, obs: str, info: dict) -> _Slot:
         from searchgym.agents.base import is_new_episode

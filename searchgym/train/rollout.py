@@ -105,7 +105,9 @@ class AgentPolicy:
     def encode_prompt(self, prompt: str) -> list[int]:
         if self._enc is not None:
             return self._enc(prompt)
-        return [int(x) for x in self.tokenizer(prompt, add_special_tokens=True)["input_ids"]]
+        from searchgym.agents.lm import encode_prompt
+
+        return encode_prompt(self.tokenizer, prompt)  # as LMPolicy does: demos and rollouts share one format
 
     def __call__(self, contexts: list[list[int]], observations: list[str], infos: list[dict],
                  indices: list[int] | None = None) -> list[tuple[str, list[int], list[float], list[float]]]:
