@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-slow bench lint clean venv
+.PHONY: demo squeeze test test-slow bench lint clean venv
 
 venv: $(STAMP)
 
@@ -20,6 +20,10 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --quick --out runs/demo
 
+# The full experiment (<= 20 min on 2 cores); its figures become the README headline.
+squeeze: $(STAMP)
+	$(VENV)/bin/searchgym squeeze --out runs/squeeze --readme README.md
+
 test: $(STAMP)
 	$(PY) -m pytest -q
 
@@ -32,6 +36,7 @@ bench: $(STAMP)
 	$(PY) scripts/bench_world.py
 	$(PY) scripts/bench_env.py
 	$(PY) scripts/bench_agents.py
+	$(PY) scripts/bench_diversity.py
 	$(PY) scripts/bench_train.py
 
 lint: $(STAMP)

@@ -112,3 +112,24 @@ def test_squeeze_quick_cli(tmp_path):
     assert "**RL vs SFT" in r.output
     r2 = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out)])
     assert r2.exit_code == 0 and "| GRPO |" in r2.output
+
+
+def test_readme_headline_is_replaced_between_markers(tmp_path):
+    from searchgym.errors import ConfigError
+    from searchgym.train.squeeze import README_BEGIN, README_END, write_readme_headline
+
+    readme = tmp_path / "README.md"
+    readme.write_text("# title\n\n<!-- HEADLINE -->\n\n## Quick start\n")
+    write_readme_headline(readme, "**first** figures\n")
+    first = readme.read_text()
+    assert first == f"# title\n\n{README_BEGIN}\n**first** figures\n{README_END}\n\n## Quick start\n"
+    write_readme_headline(readme, "**second** figures")  # a re-run replaces, never appends
+    assert readme.read_text() == first.replace("**first**", "**second**")
+
+    bare = tmp_path / "OTHER.md"
+    bare.write_text("# no markers here\n")
+    with pytest.raises(ConfigError, match="markers"):
+        write_readme_headline(bare, "x")
+    assert bare.read_text() == "# no markers here\n"
+    with pytest.raises(ConfigError, match="does not exist"):
+        write_readme_headline(tmp_path / "missing.md", "x")

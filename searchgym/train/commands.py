@@ -38,6 +38,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
         headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
                                                                 "OUT/summary.json."),
+        readme: str = typer.Option(None, "--readme", help="Also write the headline into this README, between its "
+                                                          "<!-- HEADLINE --> markers."),
     ) -> None:
         """RL vs SFT on the embedded world: do RL arms squeeze the agent's query templates more than SFT?"""
         out = Path(out_)
@@ -54,7 +56,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             if not p.exists():
                 console.print(f"[red]no {p}: run `searchgym squeeze --out {out}` first[/red]")
                 raise typer.Exit(2)
-            typer.echo(sq.headline(p))
+            text = sq.headline(p)
+            typer.echo(text)
+            _update_readme(readme, text, console)
             return
         try:
             cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
@@ -70,7 +74,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         except SearchGymError as e:
             console.print(f"[red]{type(e).__name__}: {e}[/red]")
             raise typer.Exit(2) from e
-        typer.echo(sq.headline(summary))
+        text = sq.headline(summary)
+        typer.echo(text)
+        _update_readme(readme, text, console)
 
     @app.command("sft")
     def sft_cmd(
@@ -162,6 +168,20 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         m.save_pretrained(out / "final_model")
         tok.save_pretrained(out / "final_model")
         console.print(f"model in {out / 'final_model'}; metrics in {out / 'metrics.jsonl'}")
+
+
+def _update_readme(readme: str | None, text: str, console: Any) -> None:
+    if not readme:
+        return
+    from searchgym.errors import SearchGymError
+    from searchgym.train.squeeze import write_readme_headline
+
+    try:
+        write_readme_headline(readme, text)
+    except SearchGymError as e:
+        console.print(f"[red]{type(e).__name__}: {e}[/red]")
+        raise typer.Exit(2) from e
+    console.print(f"headline written into {readme}")
 
 
 def _demos(tok: Any, trajectories: Path | None, split: str, passes: int, console: Any) -> list[Any]:

@@ -561,5 +561,32 @@ def headline(summary: dict[str, Any] | str | Path) -> str:
     return headline_markdown(summary)
 
 
+README_BEGIN = "<!-- HEADLINE: written by `searchgym squeeze --readme README.md`; do not edit by hand -->"
+README_END = "<!-- /HEADLINE -->"
+
+
+def write_readme_headline(readme: str | Path, markdown: str) -> None:
+    """Put ``markdown`` between the headline markers of ``readme`` (atomically), replacing what was there.
+
+    The README carries the markers once; a bare legacy ``<!-- HEADLINE -->`` line is accepted as the place."""
+    from searchgym.train.checkpoint import atomic_write_text
+
+    path = Path(readme)
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist; pass the README to update with --readme")
+    text = path.read_text(encoding="utf-8")
+    block = f"{README_BEGIN}\n{markdown.rstrip()}\n{README_END}"
+    if README_BEGIN in text and README_END in text:
+        head, rest = text.split(README_BEGIN, 1)
+        _, tail = rest.split(README_END, 1)
+        new = head + block + tail
+    elif "<!-- HEADLINE -->" in text:
+        new = text.replace("<!-- HEADLINE -->", block, 1)
+    else:
+        raise ConfigError(f"{path} has no headline markers; add a line `{README_BEGIN}` followed by a line "
+                          f"`{README_END}` where the headline goes")
+    atomic_write_text(path, new)
+
+
 def seeds_list(n: int) -> Sequence[int]:
     return list(range(1, n + 1))
