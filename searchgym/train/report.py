@@ -312,7 +312,7 @@ def _shift_mean(block: dict[str, Any]) -> float | None:
 
 
 def _shift_finding(summary: dict[str, Any]) -> list[str]:
-    """One line on what the shift splits show: mean success over them, start vs SFT arm vs GRPO arm."""
+    """One line on what the shift splits show: the mean success over them for the SFT start and every arm."""
     arms = summary["arms"]
     s0 = _shift_mean(summary["start"])
     if s0 is None:
