@@ -313,15 +313,14 @@ def _shift_mean(block: dict[str, Any]) -> float | None:
 
 def _shift_finding(summary: dict[str, Any]) -> list[str]:
     """One line on what the shift splits show: the mean success over them for the SFT start and every arm."""
-    arms = summary["arms"]
-    s0 = _shift_mean(summary["start"])
-    if s0 is None:
+    means = {"SFT start": _shift_mean(summary["start"])}
+    means.update({b["label"]: _shift_mean(b) for b in summary["arms"].values()})
+    means = {k: v for k, v in means.items() if v is not None}
+    if "SFT start" not in means:
         return []
-    parts = [f"SFT start {_f(s0)}"]
-    parts += [f"{b['label']} {_f(_shift_mean(b))}" for b in arms.values() if _shift_mean(b) is not None]
-    line = "- Shift-split success (mean over " + ", ".join(summary["start"]["shift"]) + "): " + ", ".join(parts) + "."
-    best = max([s0, *(m for m in (_shift_mean(b) for b in arms.values()) if m is not None)])
-    if best < 0.1:
+    line = ("- Shift-split success (mean over " + ", ".join(summary["start"]["shift"]) + "): "
+            + ", ".join(f"{k} {_f(v)}" for k, v in means.items()) + ".")
+    if max(means.values()) < 0.1:
         line += (" All are near the floor: this model barely transfers to held-out phrasings, families and entity "
                  "types, so differences between arms here are a few questions, not a finding.")
     return [line]
