@@ -62,6 +62,14 @@ class Episode:
     titles: list[list[str]] = field(default_factory=list)    # per query: retrieved titles
     doc_ids: list[list[str]] = field(default_factory=list)   # per query: retrieved ids
     token_entropy: float | None = None
+    # Where each query was issued: turn index within the episode (parallel queries of one turn share it).
+    # Empty means one query per turn (turn i = query i).
+    turns: list[int] = field(default_factory=list)
+    malformed: int = 0                 # search calls that could not be parsed (never counted as queries)
+    series: str | None = None          # a grouping key besides ``step``, e.g. a ReAct log's trial/attempt
+    episode_id: str | None = None
+    answer: str | None = None          # the agent's final answer, where the file has it
+    source_line: int | None = None     # line (or record index) in the file, for messages
 
 
 @dataclass
