@@ -86,7 +86,7 @@ def show_episode(console: Any, traj: Any) -> None:
     for i, s in enumerate(traj.steps, 1):
         act = " ".join(s.action.split())
         console.print(f"  [cyan]{i}. {s.kind}[/] {escape(act[:300])}")
-        titles = s.extra.get("titles")
+        titles = s.titles or s.extra.get("titles")
         if titles:
             hit = "" if s.gold_hit is None else (" [green](gold hit)[/]" if s.gold_hit else " [dim](no gold)[/]")
             console.print(f"     [dim]→ {escape('; '.join(map(str, titles)))}[/]{hit}")

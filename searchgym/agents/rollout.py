@@ -353,7 +353,8 @@ def _info_step(action: str, info: dict[str, Any]) -> Step:
     kind = str(info.get("kind") or "invalid")
     return Step(action=action, kind=kind if kind in ("search", "answer", "invalid") else "invalid",
                 query=info.get("query"), doc_ids=[str(x) for x in info.get("doc_ids") or []],
-                gold_hit=info.get("gold_hit"), reward=0.0)
+                gold_hit=info.get("gold_hit"), reward=0.0, queries=[str(q) for q in info.get("queries") or []],
+                titles=[str(t) for t in info.get("titles") or []])
 
 
 def _rollout_single(agent: Any, env: Any, n: int, samples: int, seed: int, policy_step: int | None,

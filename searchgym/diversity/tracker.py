@@ -53,6 +53,9 @@ _EVIDENCE_KEYS = ("observation", "information", "evidence")
 
 
 def step_titles(step: Any) -> list[str]:
+    titles = getattr(step, "titles", None)
+    if titles:
+        return [str(x) for x in titles]
     extra = getattr(step, "extra", None) or {}
     for k in _TITLE_KEYS:
         v = extra.get(k)
@@ -80,10 +83,7 @@ def _step_evidence(step: Any, titles: list[str]) -> list[str]:
 
 def _step_queries(step: Any) -> list[str]:
     """The queries of one search step (several for a parallel search), as ``Trajectory.queries``."""
-    multi = step.extra.get("queries") if step.extra else None
-    if multi:
-        return [str(q) for q in multi]
-    return [step.query] if step.query is not None else []
+    return list(step.queries)
 
 
 def _as_traj(t: Any) -> Trajectory:

@@ -343,11 +343,7 @@ class SearchEnv(gym.Env[str, Any]):
         }
         # The record keeps its own lists: callers may mutate the info they get.
         step_rec = Step(action=p.raw, kind=kind, query=info["query"], doc_ids=doc_ids[:], gold_hit=gold_hit,
-                        reward=reward)
-        if len(queries) > 1:
-            step_rec.extra["queries"] = queries[:]
-        if titles:
-            step_rec.extra["titles"] = titles[:]
+                        reward=reward, queries=queries[:], titles=titles[:])
         if p.error:
             step_rec.extra["error"] = p.error
         self._steps.append(step_rec)

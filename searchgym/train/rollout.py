@@ -216,7 +216,9 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
             steps[i].append(Step(action=text, kind=str(kind), query=info.get("query"),
                                  doc_ids=[str(x) for x in (info.get("retrieved_ids") or info.get("doc_ids")
                                                           or [])],
-                                 gold_hit=info.get("gold_hit"), reward=float(r)))
+                                 gold_hit=info.get("gold_hit"), reward=float(r),
+                                 queries=[str(q) for q in info.get("queries") or []],
+                                 titles=[str(t) for t in info.get("titles") or []]))
             reward[i] += float(r)
             if term or trunc:
                 done[i] = True
@@ -232,8 +234,9 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
             info_now[i] = info
     episodes = []
     for i in range(n):
-        traj = _env_trajectory(envs[i], agent_name, policy_step) \
-            if done[i] and not final[i].get("context_overflow") else None
+        # The env is the one producer of Steps: its record (finished, or so far on a context overflow) is
+        # the trajectory; the Steps built from infos above serve only envs that keep no record.
+        traj = _env_trajectory(envs[i], agent_name, policy_step)
         if traj is None:
             traj = _build_trajectory(questions[i], answers[i], info0[i], steps[i], final[i], reward[i],
                                      agent_name, policy_step, seeds[i])
