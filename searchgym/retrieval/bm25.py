@@ -158,6 +158,57 @@ class _RankBM25Engine:
         return np.stack(out_s), np.stack(out_i)
 
 
+def validate_bm25s_arrays(d: Path, bm: Any, n_passages: int) -> None:
+    """Check a loaded bm25s index so the numba/numpy kernels cannot read out of bounds: every document id in
+    ``indices`` below ``n_passages``, ``indptr`` monotone from 0 to ``len(indices)``, every vocabulary id a
+    valid row. Costs one pass over the arrays (~0.1 s per 100M entries); raises IndexCorruptError."""
+    from searchgym.errors import IndexCorruptError
+
+    hint = f"rebuild it with `searchgym index build CORPUS --out {d.parent}`"
+
+    def bad(name: str, what: str) -> IndexCorruptError:
+        return IndexCorruptError(f"{d / name}: {what}; {hint}")
+
+    s = bm.scores
+    data, indices, indptr = s.get("data"), s.get("indices"), s.get("indptr")
+    for name, arr, kind in (("data.csc.index.npy", data, "f"), ("indices.csc.index.npy", indices, "iu"),
+                            ("indptr.csc.index.npy", indptr, "iu")):
+        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype.kind not in kind \
+                or not arr.dtype.isnative:
+            raise bad(name, f"expected a 1-d native {'float' if kind == 'f' else 'integer'} array, got "
+                            f"{getattr(arr, 'dtype', type(arr).__name__)} of shape {getattr(arr, 'shape', None)}")
+    if s.get("num_docs") != n_passages:
+        raise bad("params.index.json", f"num_docs is {s.get('num_docs')!r}, the index holds {n_passages} passages")
+    if len(data) != len(indices):
+        raise bad("data.csc.index.npy", f"{len(data)} scores for {len(indices)} document ids")
+    if len(indptr) < 1 or indptr[0] != 0 or indptr[-1] != len(indices):
+        raise bad("indptr.csc.index.npy", f"offsets must run from 0 to {len(indices)}")
+    if len(indptr) > 1 and (np.diff(indptr) < 0).any():
+        raise bad("indptr.csc.index.npy", "offsets are not non-decreasing")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n_passages):
+        raise bad("indices.csc.index.npy", f"holds document ids outside 0..{n_passages - 1}")
+    vocab = bm.vocab_dict
+    if not isinstance(vocab, dict):
+        raise bad("vocab.index.json", f"expected an object of term -> id, got {type(vocab).__name__}")
+    n_terms = len(indptr) - 1
+    # bm25s adds the empty term with id n_terms (one past the last row); queries never look it up.
+    vals = [v for t, v in vocab.items() if t != "" or v != n_terms]
+    ids = np.fromiter(vals, dtype=np.int64, count=len(vals)) if all(type(v) is int for v in vals) else None
+    if ids is None or not all(isinstance(t, str) for t in vocab) or (
+            len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= n_terms)):
+        raise bad("vocab.index.json", f"term ids must be integers in 0..{n_terms - 1}")
+    nonocc = getattr(bm, "nonoccurrence_array", None)
+    if nonocc is not None and (not isinstance(nonocc, np.ndarray) or nonocc.shape != (n_terms,)
+                               or nonocc.dtype.kind != "f"):
+        raise bad("nonoccurrence_array.index.npy", f"expected {n_terms} floats")
+    try:
+        fdt, idt = np.dtype(bm.dtype), np.dtype(bm.int_dtype)
+    except TypeError:
+        raise bad("params.index.json", "dtype / int_dtype are not numpy dtypes") from None
+    if fdt.kind != "f" or idt.kind not in "iu" or np.iinfo(idt).max < max(n_terms, n_passages):
+        raise bad("params.index.json", f"dtype {fdt} / int_dtype {idt} cannot hold this index")
+
+
 class BM25Retriever:
     """BM25 over a list of passages (bm25s; numba backend when installed, else numpy; or rank-bm25).
 
@@ -322,7 +373,9 @@ class BM25Retriever:
                        stemmer=tcfg.stemmer, lowercase=tcfg.lowercase, backend="rank_bm25", n_threads=n_threads)
         import bm25s
 
-        bm = bm25s.BM25.load(str(d), load_corpus=False, mmap=mmap, allow_pickle=False, backend="numpy")
+        bm = bm25s.BM25.load(str(d), load_corpus=False, mmap=mmap, allow_pickle=False, backend="numpy",
+                             show_progress=False)
+        validate_bm25s_arrays(d, bm, len(passages))
         self = cls.__new__(cls)
         self.tokenizer = Tokenizer.from_config(tcfg)
         self.k1, self.b, self.method = float(entry["k1"]), float(entry["b"]), entry["method"]

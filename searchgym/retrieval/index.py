@@ -7,30 +7,43 @@ Layout::
     DIR/bm25/                bm25s arrays (.npy, allow_pickle=False) + vocab/params json
     DIR/dense/               embeddings.npy (+ hnsw.faiss for HNSW; a Flat index is rebuilt from the embeddings)
 
-The directory is assembled in a temporary sibling and renamed into place, so an interrupted build leaves no
-index behind. Nothing is pickled. Every load problem raises a typed error naming the file and the fix.
+The directory is assembled in a temporary sibling and swapped into place (an atomic exchange where the OS
+offers one), so an interrupted build leaves no index behind and the final name never goes missing. A later build
+removes temporary directories whose build process is gone. ``--overwrite`` replaces only an index directory.
+
+Integrity: the manifest records each file's size and checksum (xxh3-128, ~20 GB/s; blake2b when xxhash is
+missing). ``load_index`` verifies both unless given ``verify=False`` (for a huge index you trust), and always
+checks the BM25 arrays' structure (ids within the corpus, monotone offsets, vocabulary ids within range) before
+any kernel sees them, so a corrupted index raises IndexCorruptError instead of crashing the process. Indexes
+written before checksums existed still load, with a warning that they cannot be verified. Nothing is pickled.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
-import tempfile
 import time
-import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from searchgym import dirswap
 from searchgym.errors import (
     ConfigError,
     IndexCorruptError,
     IndexMismatchError,
     IndexNotFoundError,
     IndexVersionError,
+    ModelLoadError,
+    SearchGymError,
+)
+from searchgym.errors import (
+    IndexError_ as _IndexError,
 )
 from searchgym.retrieval.base import Passage
 from searchgym.retrieval.corpus import corpus_fingerprint, load_corpus
@@ -41,6 +54,8 @@ MANIFEST = "manifest.json"
 PASSAGES = "passages.parquet"
 BM25_KEYS = {"k1", "b", "method", "stopwords", "stemmer", "lowercase", "backend", "n_threads"}
 DENSE_KEYS = {"hnsw_m", "ef_search", "ef_construction", "batch_size", "device"}
+log = logging.getLogger(__name__)
+_CHUNK = 1 << 22
 
 
 def _rebuild_hint(path: Path | str) -> str:
@@ -48,28 +63,59 @@ def _rebuild_hint(path: Path | str) -> str:
 
 
 # -- writing ------------------------------------------------------------------------------------------
+def _is_index_dir(path: Path) -> bool:
+    try:
+        m = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(m, dict) and m.get("format") == FORMAT
+
+
 def _check_target(path: Path, overwrite: bool) -> None:
-    if path.exists() and not overwrite and (not path.is_dir() or any(path.iterdir())):
+    if not os.path.lexists(path) or (path.is_dir() and not path.is_symlink() and not any(path.iterdir())):
+        return
+    if not overwrite:
         raise ConfigError(f"{path} already exists; pass overwrite=True (CLI: --overwrite) or choose another --out")
+    if path.is_symlink() or not path.is_dir() or not _is_index_dir(path):
+        what = "a file" if not path.is_dir() else "a directory that is not a searchgym index (no index manifest)"
+        raise ConfigError(f"{path} is {what}; --overwrite only replaces an index directory, so it was left "
+                          "untouched: choose another --out or remove it yourself")
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
+
+
+def _is_complete_index(p: Path) -> bool:
+    return (p / MANIFEST).is_file()
 
 
 @contextmanager
 def atomic_dir(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
     """Yield a temporary directory next to ``path``; on success it replaces ``path``, on any error (or
-    KeyboardInterrupt) it is removed and ``path`` is left as it was."""
+    KeyboardInterrupt) it is removed and ``path`` is left as it was. Stale temporary directories of killed
+    builds of the same ``path`` are removed first."""
     path = Path(path)
     _check_target(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.tmp-", dir=path.parent))
+    dirswap.cleanup_siblings(path, is_complete=_is_complete_index)
+    tmp = dirswap.tmp_name(path)
+    tmp.mkdir(mode=0o777)  # permissions from the umask (mkdtemp would make it 0700)
     try:
         yield tmp
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
-            old = path.with_name(f".{path.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(path, old)
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True) if old.is_dir() else old.unlink()
-        else:
-            os.replace(tmp, path)
+        _check_target(path, overwrite)  # it may have changed during a long build
+        for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):  # subdirs made by libraries, too
+            d.chmod(0o777 & ~_umask())
+        if path.is_dir() and not any(path.iterdir()):
+            path.rmdir()
+        dirswap.swap_into_place(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -98,6 +144,42 @@ def _file_sizes(root: Path) -> dict[str, int]:
     return {str(f.relative_to(root)): f.stat().st_size for f in sorted(root.rglob("*")) if f.is_file()}
 
 
+def _hasher(algorithm: str):
+    if algorithm == "xxh3_128":
+        import xxhash
+
+        return xxhash.xxh3_128()
+    if algorithm == "blake2b":
+        import hashlib
+
+        return hashlib.blake2b(digest_size=16)
+    raise KeyError(algorithm)
+
+
+def default_checksum_algorithm() -> str:
+    try:
+        import xxhash  # noqa: F401
+    except ImportError:
+        return "blake2b"
+    return "xxh3_128"
+
+
+def file_checksum(path: Path, algorithm: str) -> str:
+    """Hex digest of a file, read in 4 MiB chunks (bounded memory for any file size)."""
+    h = _hasher(algorithm)
+    buf = bytearray(_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
+
+
+def _checksums(root: Path, files: dict[str, int]) -> dict[str, Any]:
+    algo = default_checksum_algorithm()
+    return {"algorithm": algo, "files": {rel: file_checksum(root / rel, algo) for rel in files}}
+
+
 def save_retrievers(path: str | Path, passages: Sequence[Passage], *, bm25: Any = None, dense: Any = None,
                     overwrite: bool = False, build_seconds: float | None = None) -> Path:
     """Write an index directory holding the given BM25 and/or dense retrievers over ``passages``."""
@@ -124,7 +206,8 @@ def save_retrievers(path: str | Path, passages: Sequence[Passage], *, bm25: Any 
             "corpus_fingerprint": corpus_fingerprint(passages),
             "passages_file": PASSAGES,
             "backends": backends,
-            "files": _file_sizes(tmp),
+            "files": (files := _file_sizes(tmp)),
+            "checksums": _checksums(tmp, files),
         }
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     return path
@@ -177,9 +260,21 @@ def build_index(
 
 
 # -- reading ------------------------------------------------------------------------------------------
+def _resolve_root(root: Path) -> Path:
+    """``root``, or (when a writer died between the two renames of a non-atomic swap) its parked old copy."""
+    if os.path.lexists(root) or not root.parent.is_dir():
+        return root
+    olds = [p for p in root.parent.glob(f".{root.name}.old-*") if _is_complete_index(p)]
+    if olds:
+        old = max(olds, key=lambda p: p.stat().st_mtime)
+        log.warning("%s is missing; reading the previous copy %s left by an interrupted swap", root, old)
+        return old
+    return root
+
+
 def read_manifest(path: str | Path) -> dict[str, Any]:
     """Read and check ``DIR/manifest.json`` (typed errors for missing, corrupt and other-version files)."""
-    root = Path(path)
+    root = _resolve_root(Path(path))
     if not root.exists():
         raise IndexNotFoundError(f"no index directory at {root}; {_rebuild_hint(root)}")
     if not root.is_dir():
@@ -190,7 +285,7 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
                                  f"{_rebuild_hint(root)}")
     try:
         m = json.loads(mpath.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise IndexCorruptError(f"{mpath} is not valid JSON ({exc}); {_rebuild_hint(root)}") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT or "format_version" not in m:
         raise IndexCorruptError(f"{mpath} is not a searchgym index manifest; {_rebuild_hint(root)}")
@@ -201,18 +296,65 @@ def read_manifest(path: str | Path) -> dict[str, Any]:
     for key in ("backends", "files", "n_passages", "corpus_fingerprint"):
         if key not in m:
             raise IndexCorruptError(f"{mpath} lacks {key!r}; {_rebuild_hint(root)}")
+    _check_manifest_types(mpath, m)
     return m
 
 
-def _check_files(root: Path, m: dict[str, Any]) -> None:
+def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
+    def bad(what: str) -> IndexCorruptError:
+        return IndexCorruptError(f"{mpath}: {what}; {_rebuild_hint(mpath.parent)}")
+
+    files = m["files"]
+    if not isinstance(files, dict) or not all(
+            isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
+        raise bad("'files' must map file names to byte sizes")
+    for rel in files:
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise bad(f"'files' names {rel!r}, outside the index directory")
+    if type(m["n_passages"]) is not int or m["n_passages"] < 0:
+        raise bad("'n_passages' must be a non-negative integer")
+    if not isinstance(m["backends"], dict) or not all(isinstance(v, dict) for v in m["backends"].values()):
+        raise bad("'backends' must map backend names to parameter objects")
+    if not isinstance(m["corpus_fingerprint"], str):
+        raise bad("'corpus_fingerprint' must be a string")
+    if not isinstance(m.get("passages_file", PASSAGES), str):
+        raise bad("'passages_file' must be a string")
+    ck = m.get("checksums")
+    if ck is not None:
+        if (not isinstance(ck, dict) or not isinstance(ck.get("files"), dict)
+                or not all(isinstance(v, str) for v in ck["files"].values())
+                or set(ck["files"]) != set(files)):
+            raise bad("'checksums' must hold one checksum per file in 'files'")
+        try:
+            _hasher(ck.get("algorithm"))
+        except (KeyError, ImportError, TypeError):
+            raise bad(f"unknown checksum algorithm {ck.get('algorithm')!r} (xxh3_128 needs: pip install xxhash)") \
+                from None
+
+
+def _check_files(root: Path, m: dict[str, Any], verify: bool = True) -> None:
+    """Every file present with its recorded size; with ``verify``, its recorded checksum too."""
     for rel, size in m["files"].items():
         f = root / rel
-        if not f.exists():
+        if not f.is_file():
             raise IndexNotFoundError(f"{f} is missing from the index; {_rebuild_hint(root)}")
         actual = f.stat().st_size
         if actual != size:
             raise IndexCorruptError(f"{f} has {actual} bytes, the manifest says {size} (truncated or modified); "
                                     f"{_rebuild_hint(root)}")
+    if not verify:
+        return
+    ck = m.get("checksums")
+    if ck is None:
+        warnings.warn(f"{root / MANIFEST} has no checksums (written by an older searchgym), so its files cannot "
+                      f"be verified; {_rebuild_hint(root)} to add them", stacklevel=3)
+        return
+    algo = ck["algorithm"]
+    for rel, want in ck["files"].items():
+        got = file_checksum(root / rel, algo)
+        if got != want:
+            raise IndexCorruptError(f"{root / rel} fails its {algo} checksum (the file was modified or damaged "
+                                    f"after the build); {_rebuild_hint(root)}")
 
 
 def index_info(path: str | Path) -> dict[str, Any]:
@@ -226,16 +368,17 @@ def index_info(path: str | Path) -> dict[str, Any]:
 
 def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprint: str | None = None,
                backend: str = "auto", device: str = "cpu", mmap: bool = False, k_rrf: float = 60,
-               index_type: str | None = None, model: str | None = None) -> Any:
+               index_type: str | None = None, model: str | None = None, verify: bool = True) -> Any:
     """Load an index directory as a retriever.
 
     ``kind``: None (BM25, dense, or hybrid when the index has both), "bm25", "rank_bm25", "dense" or "hybrid".
     ``expected_fingerprint``: the ``corpus_fingerprint`` of the corpus you mean to search; a different one raises
-    IndexMismatchError. ``backend`` picks the BM25 engine ("auto", "numba", "numpy").
+    IndexMismatchError. ``backend`` picks the BM25 engine ("auto", "numba", "numpy"). ``verify=False`` skips the
+    per-file checksums (sizes and the BM25 structure are still checked, so nothing can crash the process).
     """
-    root = Path(path)
+    root = _resolve_root(Path(path))
     m = read_manifest(root)
-    _check_files(root, m)
+    _check_files(root, m, verify)
     if expected_fingerprint is not None and expected_fingerprint != m["corpus_fingerprint"]:
         raise IndexMismatchError(
             f"{root / MANIFEST} was built from corpus {m['corpus_fingerprint'][:19]}…, not the expected "
@@ -258,7 +401,7 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
     ppath = root / m.get("passages_file", PASSAGES)
     try:
         passages = read_passages(ppath)
-    except (OSError, ValueError, KeyError) as exc:  # pyarrow raises ArrowInvalid (ValueError) / OSError
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
         raise IndexCorruptError(f"{ppath} cannot be read ({type(exc).__name__}: {exc}); {_rebuild_hint(root)}") \
             from None
     if len(passages) != m["n_passages"]:
@@ -267,26 +410,30 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
 
     parts = []
     if needs[kind] & {"bm25"}:
-        from searchgym.retrieval.bm25 import BM25Retriever
+        from searchgym.retrieval.bm25 import BM25Retriever, resolve_backend
 
-        try:
-            parts.append(BM25Retriever._from_files(root / "bm25", m["backends"]["bm25"], passages,
-                                                   backend="rank_bm25" if kind == "rank_bm25" else backend,
-                                                   mmap=mmap))
-        except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
-            raise IndexCorruptError(f"{root / 'bm25'} cannot be read ({type(exc).__name__}: {exc}); "
-                                    f"{_rebuild_hint(root)}") from None
+        be = "rank_bm25" if kind == "rank_bm25" else resolve_backend(backend)  # a bad argument is a ConfigError
+        parts.append(_load_part(root, "bm25", lambda: BM25Retriever._from_files(
+            root / "bm25", m["backends"]["bm25"], passages, backend=be, mmap=mmap)))
     if "dense" in needs[kind]:
         from searchgym.retrieval.dense import DenseRetriever
 
-        try:
-            parts.append(DenseRetriever._from_files(root / "dense", m["backends"]["dense"], passages, device=device,
-                                                    model=model, index_type=index_type, mmap=mmap))
-        except (ValueError, KeyError, RuntimeError) as exc:
-            raise IndexCorruptError(f"{root / 'dense'} cannot be read ({type(exc).__name__}: {exc}); "
-                                    f"{_rebuild_hint(root)}") from None
+        parts.append(_load_part(root, "dense", lambda: DenseRetriever._from_files(
+            root / "dense", m["backends"]["dense"], passages, device=device, model=model, index_type=index_type,
+            mmap=mmap)))
     if kind == "hybrid":
         from searchgym.retrieval.hybrid import HybridRetriever
 
         return HybridRetriever(parts, k_rrf=k_rrf)
     return parts[0]
+
+
+def _load_part(root: Path, name: str, load: Any) -> Any:
+    """Run a backend loader; anything but a typed index / model error means the files are damaged."""
+    try:
+        return load()
+    except (_IndexError, ModelLoadError):
+        raise
+    except (SearchGymError, Exception) as exc:  # noqa: BLE001 - numpy/json/faiss/re raise many types
+        raise IndexCorruptError(f"{root / name} cannot be read ({type(exc).__name__}: {exc}); "
+                                f"{_rebuild_hint(root)}") from None

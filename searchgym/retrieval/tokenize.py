@@ -162,7 +162,7 @@ class QueryEncoder:
             tid = -1
         else:
             term = tok._stemmer.stemWord(word) if tok._stemmer is not None else word
-            tid = self._vocab.get(term, -1)
+            tid = self._vocab.get(term, -1) if term else -1  # bm25s' "" entry has no row of its own
         if len(self._cache) >= _WORD_CACHE_LIMIT:
             self._cache.clear()
         self._cache[word] = tid
