@@ -78,3 +78,7 @@ class CheckpointError(SearchGymError):
 
 class DatasetUnavailableError(SearchGymError, ConnectionError):
     """A Hugging Face dataset that cannot be loaded: offline, an unknown name, or ``datasets`` missing."""
+
+
+class FrameworkVersionError(SearchGymError, ImportError):
+    """An outside trainer (TRL, verl, OpenEnv, SkyRL, GEM) missing, or at a version searchgym does not support."""
