@@ -6,12 +6,19 @@ Contract (DESIGN.md §2, anchors.md §3)::
       -> {"result": [[{"document": {"id", "contents", "title", "text"}, "score": float}, ...], ...]}
          (with return_scores false the inner items are the documents themselves; the reference
           server crashes there, this one does not)
+    POST /retrieve {"query": str, "topk": ..., "return_scores": ...}   (SkyRL's / GEM's one-query form)
+      -> {"result": [[...]]}: the answer for a one-query batch
     GET /health -> {"status": "ok"}
     GET /info   -> corpus size, backend, parameters, limits
 
 The hot path is kept lean: the body is read and checked by hand (no pydantic round trip), one
 ``batch_search`` call answers the whole request, and the response is assembled from per-passage
 JSON fragments that are encoded once and cached. Every bad input is a 4xx with ``{"detail": ...}``.
+
+Connections are bounded (:class:`ServerGuards`, enforced by :class:`GuardedHttpToolsProtocol`): an idle
+connection is closed after the keep-alive timeout, a request whose headers do not arrive in time gets 408,
+headers over the size limit 431, too many connections or requests in flight 503. Large requests are
+parsed, searched and rendered on the search pool, so /health answers while they run.
 """
 
 from __future__ import annotations
@@ -28,13 +35,14 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from searchgym.errors import QueryError
+from searchgym.errors import ConfigError, QueryError
 from searchgym.retrieval.base import Hit, Passage, Retriever
 
 log = logging.getLogger(__name__)
@@ -46,14 +54,18 @@ DEFAULT_MAX_HITS = 65_536         # queries x topk per request: bounds the respo
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 _DRAIN_LIMIT_FACTOR = 16          # an oversized body is read and discarded up to this many x the limit
 _INLINE_BUDGET_S = 0.0005        # searches expected to be shorter than this run on the event loop
+_INLINE_MAX_HITS = 512            # ... and render on the event loop only when they return at most this many hits
+_INLINE_BODY_BYTES = 64 * 1024    # bodies larger than this are parsed on the search pool
 _DOC_CACHE_MAX = 100_000          # encoded documents kept; the cache is cleared when full
+DEFAULT_MAX_INFLIGHT = 256        # /retrieve requests in progress at once; more are answered 503
 
 ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
 ENV_TOPK = "SEARCHGYM_SERVE_TOPK"
 ENV_API_KEY = "SEARCHGYM_API_KEY"
+ENV_API_KEY_FILE = "SEARCHGYM_API_KEY_FILE"  # read by app_from_env only
 ENV_SEARCH_THREADS = "SEARCHGYM_SERVE_SEARCH_THREADS"
 ENV_LIMITS = "SEARCHGYM_SERVE_LIMITS"  # JSON object of create_app limits, for --workers
-LIMIT_NAMES = ("max_queries", "max_query_chars", "max_topk", "max_hits", "max_body_bytes")
+LIMIT_NAMES = ("max_queries", "max_query_chars", "max_topk", "max_hits", "max_body_bytes", "max_inflight")
 
 try:  # optional: a faster JSON decoder
     import orjson as _orjson  # type: ignore[import-not-found]
@@ -155,8 +167,15 @@ def parse_request(body: bytes, *, default_topk: int, max_queries: int, max_query
     if not isinstance(data, dict):
         raise _BadRequest(422, f'the body must be a JSON object {{"queries": [...]}}, got {type(data).__name__}')
     queries = data.get("queries")
+    query = data.get("query")
+    if query is not None:  # SkyRL's / GEM's search tools post one query string
+        if queries is not None:
+            raise _BadRequest(422, 'send either "queries" (a list of strings) or "query" (one string), not both')
+        if not isinstance(query, str):
+            raise _BadRequest(422, f'"query" must be a string, got {type(query).__name__} {_describe(query)}')
+        queries = [query]
     if queries is None:
-        raise _BadRequest(422, '"queries" is required: a list of strings')
+        raise _BadRequest(422, '"queries" is required: a list of strings (or "query": one string)')
     if not isinstance(queries, list):
         raise _BadRequest(422, f'"queries" must be a list of strings, got {type(queries).__name__} '
                                f"{_describe(queries)}")
@@ -237,16 +256,21 @@ class _RetrieveHandler:
     """POST /retrieve, independent of the web framework: headers + body chunks in, (status, body, headers) out."""
 
     def __init__(self, retriever: Retriever, *, default_topk: int, api_key: str | None, max_queries: int,
-                 max_query_chars: int, max_topk: int, max_hits: int, max_body_bytes: int, threadpool: bool):
+                 max_query_chars: int, max_topk: int, max_hits: int, max_body_bytes: int, threadpool: bool,
+                 max_inflight: int = DEFAULT_MAX_INFLIGHT):
         self.retriever = retriever
         self.limits = {"default_topk": default_topk, "max_queries": max_queries,
                        "max_query_chars": max_query_chars, "max_topk": max_topk, "max_hits": max_hits}
         self.max_body_bytes = max_body_bytes
+        self.max_inflight = max_inflight
+        self.inflight = 0  # /retrieve requests between their headers and their answer (event-loop thread only)
         self.expected = f"Bearer {api_key}".encode() if api_key else None
         self.renderer = _Renderer()
         # Searches run on a small pool (one request per core at a time) so a long batch never blocks the
         # event loop; a search expected to take less than _INLINE_BUDGET_S runs inline, which saves two
-        # thread switches (measured ~20-30% less server CPU per single-query request on BM25).
+        # thread switches (measured ~20-30% less server CPU per single-query request on BM25). Large
+        # requests are also parsed and rendered there: one maximal request rendered on the loop held
+        # /health for 0.9 s.
         self.pool = ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2),
                                        thread_name_prefix="searchgym-search") if threadpool else None
         self.per_query_s = math.inf  # seconds per query, learned from the searches served
@@ -262,6 +286,12 @@ class _RetrieveHandler:
             recent.append((time.perf_counter() - t) / len(queries))
             self.per_query_s = sorted(recent)[len(recent) // 2]
         return results
+
+    def _search_and_render(self, queries: list[str], topk: int, return_scores: bool) -> bytes:
+        return self.renderer.render(self._timed_search(queries, topk), return_scores)
+
+    def _parse_search_render(self, body: bytes) -> bytes:
+        return self._search_and_render(*parse_request(body, **self.limits))
 
     def authorized(self, authorization: bytes | None) -> bool:
         return self.expected is None or hmac.compare_digest(authorization or b"", self.expected)
@@ -298,19 +328,29 @@ class _RetrieveHandler:
                        chunks: AsyncIterator[bytes]) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
         if not self.authorized(authorization):
             return _UNAUTHORIZED
+        if self.inflight >= self.max_inflight:
+            return (503, _detail(f"server busy: {self.inflight} requests in flight, the limit is "
+                                 f"{self.max_inflight}; retry after a moment"), [(b"retry-after", b"1")])
+        self.inflight += 1
         try:
             body = await self.read_body(content_length, chunks)
+            pool = self.pool
+            if pool is not None and len(body) > _INLINE_BODY_BYTES:  # parsing a large body takes a while too
+                answer = await asyncio.get_running_loop().run_in_executor(pool, self._parse_search_render, body)
+                return 200, answer, []
             queries, topk, return_scores = parse_request(body, **self.limits)
-            if self.pool is None or self.per_query_s * len(queries) <= _INLINE_BUDGET_S:
-                results = self._timed_search(queries, topk)
-            else:
-                loop = asyncio.get_running_loop()
-                results = await loop.run_in_executor(self.pool, self._timed_search, queries, topk)
+            if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
+                                and len(queries) * topk <= _INLINE_MAX_HITS):
+                return 200, self._search_and_render(queries, topk, return_scores), []
+            answer = await asyncio.get_running_loop().run_in_executor(
+                pool, self._search_and_render, queries, topk, return_scores)
+            return 200, answer, []
         except _BadRequest as e:
             return e.status, _detail(e.detail), []
         except QueryError as e:
             return 422, _detail(str(e)), []
-        return 200, self.renderer.render(results, return_scores), []
+        finally:
+            self.inflight -= 1
 
 
 def _detail(text: str) -> bytes:
@@ -366,22 +406,24 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
                max_queries: int = DEFAULT_MAX_QUERIES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
                max_topk: int = DEFAULT_MAX_TOPK, max_hits: int = DEFAULT_MAX_HITS,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, info: dict[str, Any] | None = None,
-               threadpool: bool = True) -> FastAPI:
+               threadpool: bool = True, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> FastAPI:
     """The FastAPI app serving ``retriever``.
 
     ``threadpool``: run ``batch_search`` on a small thread pool (keeps the event loop and /health
     answering during a long batch), except searches expected to take under 0.5 ms, which run inline;
     ``False`` runs every search on the event loop. ``api_key``: require
     ``Authorization: Bearer <key>`` on /retrieve and /info (/health stays open for probes).
+    ``max_inflight``: /retrieve requests in progress at once; one more is answered 503 with Retry-After.
     """
     if not 1 <= default_topk <= max_topk:
         raise ValueError(f"default_topk must be between 1 and max_topk={max_topk}, got {default_topk}")
     handler = _RetrieveHandler(retriever, default_topk=default_topk, api_key=api_key, max_queries=max_queries,
                                max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits,
-                               max_body_bytes=max_body_bytes, threadpool=threadpool)
+                               max_body_bytes=max_body_bytes, threadpool=threadpool, max_inflight=max_inflight)
     limits = {k: v for k, v in handler.limits.items() if k != "default_topk"}
     info_body = {**(info if info is not None else retriever_info(retriever)),
-                 "default_topk": default_topk, "limits": {**limits, "max_body_bytes": max_body_bytes},
+                 "default_topk": default_topk,
+                 "limits": {**limits, "max_body_bytes": max_body_bytes, "max_inflight": max_inflight},
                  "auth": api_key is not None}
 
     kwargs: dict[str, Any] = {}
@@ -448,21 +490,221 @@ def load_app(index_dir: str | Path, *, topk: int = 3, api_key: str | None = None
 
 
 def app_from_env() -> FastAPI:
-    """uvicorn factory for ``--workers N``: each worker process loads the index named in the env."""
+    """uvicorn factory for running under uvicorn's own CLI (``uvicorn --factory ...:app_from_env``): the index
+    and limits come from the environment; the key from ``SEARCHGYM_API_KEY_FILE`` (a path) or
+    ``SEARCHGYM_API_KEY``. ``serve(workers=N)`` does not use this: it hands workers an :class:`AppFactory`."""
     index_dir = os.environ.get(ENV_INDEX_DIR)
     if not index_dir:
         raise RuntimeError(f"{ENV_INDEX_DIR} is not set; start the server with `searchgym serve INDEX_DIR`")
-    return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")),
-                    api_key=os.environ.get(ENV_API_KEY) or None,
+    key_file = os.environ.get(ENV_API_KEY_FILE)
+    api_key = read_api_key_file(key_file) if key_file else os.environ.get(ENV_API_KEY) or None
+    return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")), api_key=api_key,
                     search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")),
                     **json.loads(os.environ.get(ENV_LIMITS) or "{}"))
 
 
+def read_api_key_file(path: str | Path) -> str:
+    """The key in ``path`` (surrounding whitespace dropped); ``ConfigError`` when unreadable or empty."""
+    try:
+        key = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read the API key file {path}: {e}") from None
+    if not key:
+        raise ConfigError(f"the API key file {path} is empty")
+    return key
+
+
+class AppFactory:
+    """What each ``--workers`` process calls to build its app. uvicorn pickles it into the worker through
+    the multiprocessing spawn pipe, so the key reaches workers without touching their environment or argv."""
+
+    def __init__(self, index_dir: str, topk: int, api_key: str | None, search_threads: int,
+                 limits: dict[str, int]):
+        self.index_dir, self.topk, self.search_threads, self.limits = index_dir, topk, search_threads, limits
+        self._api_key = api_key
+
+    def __call__(self) -> FastAPI:
+        return load_app(self.index_dir, topk=self.topk, api_key=self._api_key,
+                        search_threads=self.search_threads, **self.limits)
+
+    def __repr__(self) -> str:  # never show the key in a log line
+        return f"AppFactory({self.index_dir!r}, auth={self._api_key is not None})"
+
+
+# --- connection guards -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ServerGuards:
+    """Bounds on connections, enforced by :class:`GuardedHttpToolsProtocol`.
+
+    ``keep_alive_s``: an idle connection (new, or between requests) is closed after this long;
+    ``header_s``: the request line and headers must arrive within this long of their first byte (else 408);
+    ``body_s``: the body within this long of the headers (else 408); ``max_header_bytes``: larger heads are
+    answered 431; ``max_connections``: a request arriving while more connections are open is answered 503."""
+
+    keep_alive_s: float = 5.0
+    header_s: float = 10.0
+    body_s: float = 30.0
+    max_header_bytes: int = 64 * 1024
+    max_connections: int = 1000
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in asdict(self).items() if not (isinstance(v, (int, float)) and v > 0)}
+        if bad:
+            raise ConfigError(f"server guards must be positive numbers, got {bad}")
+
+
+_REASONS = {408: "Request Timeout", 431: "Request Header Fields Too Large", 503: "Service Unavailable"}
+
+
+def _raw_response(status: int, detail: str) -> bytes:
+    body = _detail(detail)
+    return (f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _HttpToolsProtocol
+except ImportError:  # pragma: no cover - httptools missing: uvicorn's h11 protocol, with fewer guards
+    _HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+if _HttpToolsProtocol is not None:
+    class GuardedHttpToolsProtocol(_HttpToolsProtocol):  # type: ignore[misc,valid-type]
+        """uvicorn's httptools protocol plus the bounds it lacks.
+
+        uvicorn arms its keep-alive timer only after a response, and disarms it on any byte: a connection
+        that never sends a request, or sends half of one, stays open forever, and httptools buffers a header
+        of any size. One timer per connection follows the request through its phases: ``idle`` (keep-alive
+        timeout), ``head`` (header timeout, from the request's first byte), ``body`` (body timeout), ``app``
+        (no timer: the app is answering)."""
+
+        def __init__(self, config: Any, server_state: Any, app_state: Any, _loop: Any = None) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            self.guards: ServerGuards = getattr(config, "searchgym_guards", None) or ServerGuards()
+            self._timer: asyncio.TimerHandle | None = None
+            self._phase = "idle"
+            self._head_bytes = 0
+
+        def _arm(self, phase: str, seconds: float | None) -> None:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._phase = phase
+            self._timer = None if seconds is None else self.loop.call_later(seconds, self._expired)
+
+        def _reject(self, status: int, detail: str) -> None:
+            """Answer ``status`` on the raw transport and close the connection."""
+            self._arm("closed", None)
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                if cycle.response_started:  # cannot answer twice: just close
+                    self.transport.close()
+                    return
+                cycle.disconnected = True  # the app sees http.disconnect and writes nothing more
+                cycle.message_event.set()
+            self.transport.write(_raw_response(status, detail))
+            self.transport.close()
+
+        def _expired(self) -> None:
+            self._timer = None
+            if self.transport.is_closing():
+                return
+            g = self.guards
+            if self._phase == "head":
+                self._reject(408, f"request headers not received within {g.header_s:g} s")
+            elif self._phase == "body" and self.cycle is not None and not self.cycle.response_complete:
+                self._reject(408, f"request body not received within {g.body_s:g} s")
+            else:  # idle, or the rest of a body already answered
+                self._arm("closed", None)
+                self.transport.close()
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm("idle", self.guards.keep_alive_s)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._arm("closed", None)
+            super().connection_lost(exc)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._phase == "head" and not self.transport.is_closing():
+                # counts the whole chunk the request began in; bounds what httptools buffers
+                self._head_bytes += len(data)
+                if self._head_bytes > self.guards.max_header_bytes:
+                    self._reject(431, f"request line and headers over the {self.guards.max_header_bytes:,}"
+                                      "-byte limit")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._head_bytes = 0
+            self._arm("head", self.guards.header_s)
+
+        def on_headers_complete(self) -> None:
+            super().on_headers_complete()
+            if self.pipeline:  # queued behind a running request, reading paused: the server is the slow one
+                self._arm("app", None)
+            else:
+                self._arm("body", self.guards.body_s)
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            if self.cycle is not None and self.cycle.response_complete:  # answered early (401, 413, 503)
+                self._arm("idle", self.guards.keep_alive_s)
+            else:
+                self._arm("app", None)
+
+        def on_response_complete(self) -> None:
+            pipelined = bool(self.pipeline)
+            super().on_response_complete()
+            if self.transport.is_closing() or self._phase in ("head", "body", "closed"):
+                return  # the next request's head, or the rest of this body, keeps its own timer
+            if pipelined:
+                self._arm("app", None)
+            else:
+                self._arm("idle", self.guards.keep_alive_s)
+else:  # pragma: no cover
+    GuardedHttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+
+def server_config(app: Any, *, host: str = "127.0.0.1", port: int = 8000, guards: ServerGuards | None = None,
+                  **uvicorn_kwargs: Any) -> Any:
+    """A ``uvicorn.Config`` for ``app`` with the connection guards on (the httptools protocol subclass; with
+    only h11 installed, uvicorn's own keep-alive timeout and h11's header-size limit)."""
+    import uvicorn
+
+    guards = guards or ServerGuards()
+    kwargs: dict[str, Any] = {"timeout_keep_alive": max(1, math.ceil(guards.keep_alive_s)),
+                              "limit_concurrency": guards.max_connections,
+                              "h11_max_incomplete_event_size": guards.max_header_bytes, **uvicorn_kwargs}
+    if GuardedHttpToolsProtocol is not None:
+        kwargs.setdefault("http", GuardedHttpToolsProtocol)
+    config = uvicorn.Config(app, host=host, port=port, **kwargs)
+    config.searchgym_guards = guards  # read by GuardedHttpToolsProtocol
+    return config
+
+
+def _raise_fd_limit(wanted: int) -> None:
+    """Raise the soft open-file limit towards ``wanted`` (within the hard limit), so ``max_connections``
+    sockets fit; the default soft limit (1024) is below uvicorn's default backlog."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        if soft != resource.RLIM_INFINITY and soft < target:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - not POSIX, or not permitted
+        pass
+
+
 def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk: int = 3, workers: int = 1,
           api_key: str | None = None, *, search_threads: int = 1, limits: dict[str, int] | None = None,
-          access_log: bool = False, log_level: str = "info") -> None:
+          access_log: bool = False, log_level: str = "info", guards: ServerGuards | None = None) -> None:
     """Serve ``index_dir`` until interrupted. ``workers > 1`` starts that many uvicorn processes,
-    each loading the index itself (memory grows with the count). ``limits``: any of ``LIMIT_NAMES``."""
+    each loading the index itself (memory grows with the count). ``limits``: any of ``LIMIT_NAMES``.
+    ``guards``: connection timeouts and limits (:class:`ServerGuards`).
+
+    The key never enters a worker's environment or argv: ``SEARCHGYM_API_KEY`` is removed from this
+    process's environment before workers start, and the key travels pickled in the spawn pipe."""
     import uvicorn
 
     limits = {k: v for k, v in (limits or {}).items() if v is not None}
@@ -475,19 +717,27 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk
     max_topk = limits.get("max_topk", DEFAULT_MAX_TOPK)
     if not 1 <= topk <= max_topk:  # checked before the index loads
         raise ValueError(f"default_topk (--topk) must be between 1 and max_topk={max_topk}, got {topk}")
+    guards = guards or ServerGuards()
+    _raise_fd_limit(guards.max_connections + 256)
     index_dir = Path(index_dir)
+    common = {"host": host, "port": port, "guards": guards, "access_log": access_log, "log_level": log_level}
     if workers > 1:
+        from uvicorn.supervisors import Multiprocess
+
         from searchgym.retrieval.index import read_manifest
 
         read_manifest(index_dir)  # fail here, clearly, rather than in every worker
-        os.environ[ENV_INDEX_DIR] = str(index_dir.resolve())
-        os.environ[ENV_TOPK] = str(topk)
-        os.environ[ENV_SEARCH_THREADS] = str(search_threads)
-        os.environ[ENV_LIMITS] = json.dumps(limits)
-        if api_key:
-            os.environ[ENV_API_KEY] = api_key
-        uvicorn.run("searchgym.retrieval.server:app_from_env", factory=True, host=host, port=port,
-                    workers=workers, access_log=access_log, log_level=log_level)
+        os.environ.pop(ENV_API_KEY, None)  # spawned workers copy this environment
+        factory = AppFactory(str(index_dir.resolve()), topk, api_key, search_threads, limits)
+        config = server_config(factory, factory=True, workers=workers, **common)
+        sock = config.bind_socket()
+        try:
+            Multiprocess(config, sockets=[sock]).run()
+        finally:
+            sock.close()
     else:
         app = load_app(index_dir, topk=topk, api_key=api_key, search_threads=search_threads, **limits)
-        uvicorn.run(app, host=host, port=port, access_log=access_log, log_level=log_level)
+        server = uvicorn.Server(server_config(app, **common))
+        server.run()
+        if not server.started:
+            raise ConfigError(f"the server did not start on {host}:{port} (see the log above: port in use?)")
