@@ -134,3 +134,28 @@ def test_ctar():
     assert vals[1] == pytest.approx(2 / 3)
     assert vals[2] == pytest.approx(1.0)  # only new term: dunmore, seen in step-1 evidence
     assert math.isnan(ctar(["a b", "a b"], ["x"])[1])  # nothing new
+
+
+def test_question_first_word_is_not_an_entity():
+    from searchgym.diversity.templates import question_spans
+
+    assert question_spans("Tell me who wrote Ravenhill?") == ["Ravenhill"]
+    assert question_spans("Name the country of Jure Pemstanov.") == ["Jure Pemstanov"]
+    assert question_spans("Paris is the capital of which country?") == []
+    tp = Templater()
+    # "name" in the query is a word, not the question's (sentence-initial) "Name" slot
+    assert tp.template("name the country of Jure Pemstanov", "slot",
+                       question="Name the country of Jure Pemstanov.") == "name the country of <E>"
+
+
+def test_accented_names_stay_whole():
+    from searchgym.diversity.templates import question_spans
+
+    assert question_spans("Where was Émile Zola born?") == ["Émile Zola"]
+    assert question_spans("Where is Île-de-France?") == ["Île-de-France"]
+    tp = Templater()
+    q = "Where was Émile Zola born?"
+    assert tp.template("Émile Zola birthplace", "slot", question=q) == "<E> birthplace"
+    assert tp.template("who is émile zola", "slot", question=q) == "who is <E>"
+    assert tp.template("museums in München", "slot") == "museums in <E>"
+    assert tp.template("İstanbul history", "slot", question="What happened in İstanbul?") == "<E> history"

@@ -639,3 +639,182 @@ def fit_entropy_law(H: Sequence[float], R: Sequence[float]) -> dict[str, float]:
     resid = r - entropy_law(h, a, b)
     return {"a": float(a), "b": float(b), "ceiling": float(b - a),
             "rmse": float(np.sqrt(np.mean(resid ** 2))), "n": float(h.size)}
+
+
+# ----------------------------------------------------------------------------------------------
+# Hill numbers at equal sample size, honest CIs, mutual information (literature §5, §6.1)
+
+CI_METHOD = (
+    "95% percentile bootstrap at the rarefied size n: each replicate draws n of the run's queries with "
+    "replacement and computes the statistic; the replicates are shifted by (estimate - their mean), which "
+    "removes the downward bias that drawing duplicates gives plug-in entropy and richness; the interval is "
+    "widened to include the estimate if skew would leave it outside, and clipped to the statistic's range "
+    "(entropy in [0, ln n], Hill numbers in [1, n]). The estimate is the mean over draws of n queries "
+    "without replacement (rarefaction); at n = all queries it is the plug-in value.")
+
+MI_METHOD = (
+    "I(Q;T) = H(T) - H(T|Q), plug-in, on k samples per question (k equal for every question: questions with "
+    "fewer are dropped, those with more contribute k drawn without replacement, averaged over draws). "
+    "H(T|Q) is the mean over questions of the entropy of their k labels. The plug-in value is biased "
+    "upwards (k samples under-estimate H(T|Q)); the bias is removed by subtracting the same estimator "
+    "after shuffling the labels across questions (mean over shuffles), so an input-agnostic template "
+    "choice scores about 0 (it can be slightly negative) however varied the templates are.")
+
+
+def hill_numbers(x: Any) -> dict[str, float]:
+    """Plug-in Hill numbers of order 0, 1, 2 (richness, exp H, inverse Simpson) of counts or labels."""
+    c = _counts(x)
+    n = sum(c)
+    if n <= 0:
+        return {"0": float("nan"), "1": float("nan"), "2": float("nan")}
+    return {"0": float(len(c)), "1": math.exp(_entropy_of(c)), "2": n * n / sum(v * v for v in c)}
+
+
+def _count_vector(x: Any) -> np.ndarray:
+    if isinstance(x, Mapping):
+        vals = list(x.values())
+    elif isinstance(x, np.ndarray) and x.dtype.kind in "iu":
+        vals = x.ravel().tolist()
+    else:
+        vals = list(Counter(x).values())
+    return np.asarray([int(v) for v in vals if v > 0], dtype=np.int64)
+
+
+def _draw_stats(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(entropy, richness, inverse Simpson) of each row of a (draws, K) count matrix."""
+    n = draws.sum(axis=1, keepdims=True).astype(float)
+    p = draws / np.where(n > 0, n, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(p > 0, np.log(np.where(p > 0, p, 1.0)), 0.0)
+    h = -(p * logp).sum(axis=1)
+    h[h < 1e-12] = 0.0
+    rich = (draws > 0).sum(axis=1).astype(float)
+    inv = 1.0 / np.maximum((p * p).sum(axis=1), 1e-300)
+    return h, rich, inv
+
+
+def _chunked(sample: Callable[[int], np.ndarray], total: int, k: int) -> tuple[np.ndarray, ...]:
+    """``_draw_stats`` over ``total`` rows drawn by ``sample(rows)``, in chunks of at most ~2M cells."""
+    rows = max(1, min(total, 2_000_000 // max(k, 1)))
+    parts = []
+    done = 0
+    while done < total:
+        m = min(rows, total - done)
+        parts.append(_draw_stats(sample(m)))
+        done += m
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+
+def contained_ci(replicates: Sequence[float] | np.ndarray, estimate: float, *, alpha: float = 0.05,
+                 low: float = -math.inf, high: float = math.inf, recentre: bool = True) -> tuple[float, float]:
+    """Percentile interval of bootstrap ``replicates`` that contains ``estimate`` by construction.
+
+    With ``recentre`` the replicates are first shifted so that their mean is ``estimate``. The interval
+    is widened to include the estimate if needed, then clipped to [low, high] (the estimate must lie in
+    that range); so ``low <= lo <= estimate <= hi <= high`` always holds.
+    """
+    est = float(estimate)
+    v = np.asarray(replicates, dtype=float)
+    v = v[np.isfinite(v)]
+    if not math.isfinite(est):
+        return float("nan"), float("nan")
+    if v.size == 0:
+        return est, est
+    if recentre:
+        v = v + (est - float(v.mean()))
+    q_lo, q_hi = np.quantile(v, [alpha / 2, 1 - alpha / 2])
+    lo, hi = min(float(q_lo), est), max(float(q_hi), est)
+    est_c = min(max(est, low), high)
+    return min(max(lo, low), est_c), max(min(hi, high), est_c)
+
+
+def rarefied_diversity(x: Any, n: int | None = None, *, draws: int = 50, n_boot: int = 200,
+                       alpha: float = 0.05, seed: int = 0) -> dict[str, Any]:
+    """Entropy and Hill numbers of order 0, 1, 2 at the rarefied sample size ``n``, with CIs.
+
+    ``x``: counts (mapping) or labels. ``n`` defaults to all samples. Estimates are the mean over ``draws``
+    subsamples of n without replacement (exact plug-in when n is all samples); CIs follow ``CI_METHOD``
+    (``n_boot=0``: no CIs). ``hill["1"]`` is exp(entropy) and its CI exp(entropy CI).
+    """
+    c = _count_vector(x)
+    total = int(c.sum())
+    nan = float("nan")
+    if total <= 0:
+        return {"n": 0, "entropy": nan, "entropy_ci": [nan, nan], "hill": {"0": nan, "1": nan, "2": nan},
+                "hill_ci": {"0": [nan, nan], "1": [nan, nan], "2": [nan, nan]}}
+    n = total if n is None else int(n)
+    if not 1 <= n <= total:
+        raise ValueError(f"cannot rarefy {total} samples to {n}")
+    rng = np.random.default_rng(seed)
+    k = len(c)
+    if n == total:
+        cf = sorted((float(v) for v in c), reverse=True)
+        h, rich, inv = _entropy_of(cf), float(k), total * total / sum(v * v for v in cf)
+    else:
+        hs, rs, ivs = _chunked(lambda m: rng.multivariate_hypergeometric(c, n, size=m), draws, k)
+        h, rich, inv = float(hs.mean()), float(rs.mean()), float(ivs.mean())
+    out: dict[str, Any] = {"n": n, "entropy": h, "hill": {"0": rich, "1": math.exp(h), "2": inv}}
+    if n_boot > 0:
+        p = c / total
+        bh, br, bi = _chunked(lambda m: rng.multinomial(n, p, size=m), n_boot, k)
+        e_ci = contained_ci(bh, h, alpha=alpha, low=0.0, high=math.log(n))
+        out["entropy_ci"] = list(e_ci)
+        out["hill_ci"] = {"0": list(contained_ci(br, rich, alpha=alpha, low=1.0, high=float(n))),
+                          "1": [math.exp(e_ci[0]), math.exp(e_ci[1])],
+                          "2": list(contained_ci(bi, inv, alpha=alpha, low=1.0, high=float(n)))}
+    else:
+        out["entropy_ci"] = [nan, nan]
+        out["hill_ci"] = {"0": [nan, nan], "1": [nan, nan], "2": [nan, nan]}
+    return out
+
+
+def _row_entropies(mat: np.ndarray) -> np.ndarray:
+    """Plug-in entropy of each row of a small (Q, k) label matrix: H = -(1/k) Σ_j log(c_j / k), c_j the
+    count of row element j's label in its row."""
+    k = mat.shape[1]
+    same = (mat[:, :, None] == mat[:, None, :]).sum(axis=2)
+    h = -np.log(same / k).sum(axis=1) / k
+    h[h < 1e-12] = 0.0
+    return h
+
+
+def _flat_entropy(codes: np.ndarray) -> float:
+    cnt = np.bincount(codes)
+    cnt = cnt[cnt > 0].astype(float)
+    p = cnt / cnt.sum()
+    h = float(-(p * np.log(p)).sum())
+    return h if h > 1e-12 else 0.0
+
+
+def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int | None = None,
+                       k_max: int = 8, draws: int = 10, shuffles: int = 20, seed: int = 0) -> dict[str, float]:
+    """Shuffle-corrected plug-in mutual information between the question (group key) and a label.
+
+    See ``MI_METHOD``. ``k`` defaults to the smallest group size among groups of at least 2, capped at
+    ``k_max``. Returns ``mi`` (corrected), ``mi_plugin``, ``mi_shuffle`` (the bias estimate), ``k`` and
+    ``n_questions``; all NaN when fewer than two questions have ``k >= 2`` samples.
+    """
+    eligible = [list(v) for v in groups.values() if len(v) >= 2]
+    nan = float("nan")
+    if k is None and eligible:
+        k = min(k_max, min(len(v) for v in eligible))
+    use = [v for v in eligible if k is not None and len(v) >= k]
+    if k is None or k < 2 or len(use) < 2:
+        return {"mi": nan, "mi_plugin": nan, "mi_shuffle": nan, "k": float(k or 0), "n_questions": float(len(use))}
+    codes: dict[Hashable, int] = {}
+    enc = [np.asarray([codes.setdefault(x, len(codes)) for x in v], dtype=np.int64) for v in use]
+    rng = np.random.default_rng(seed)
+    exact = all(len(v) == k for v in enc)
+    plug, shuf = [], []
+    for _ in range(1 if exact else draws):
+        mat = np.stack([v if len(v) == k else rng.choice(v, size=k, replace=False) for v in enc])
+        h_all = _flat_entropy(mat.ravel())
+        plug.append(h_all - float(_row_entropies(mat).mean()))
+        flat = mat.ravel()
+        for _ in range(shuffles):
+            perm = rng.permutation(flat).reshape(mat.shape)
+            shuf.append(h_all - float(_row_entropies(perm).mean()))
+    mi_plugin = float(np.mean(plug))
+    mi_shuffle = float(np.mean(shuf)) if shuf else 0.0
+    return {"mi": mi_plugin - mi_shuffle, "mi_plugin": mi_plugin, "mi_shuffle": mi_shuffle, "k": float(k),
+            "n_questions": float(len(use))}

@@ -54,9 +54,11 @@ _ISO_DATE = re.compile(r"\b\d{4}-\d{1,2}-\d{1,2}\b|\b\d{1,2}/\d{1,2}/\d{2,4}\b")
 _NUMBER = re.compile(r"^\d+(?:[.,]\d+)*(?:st|nd|rd|th|s)?$")
 _YEAR = re.compile(r"^(1\d{3}|20\d{2})s?$")
 _CAPRUN_SRC = r"\b([A-Z][\w\-]*(?:\s+(?:(?:of|the|de|la|von|van|and|&)\s+)?(?:[A-Z][\w\-]*|\d+\b))*)"
-_CAPRUN = re.compile(_CAPRUN_SRC)
-# The same pattern with ASCII classes: identical matches on printable ASCII text (where Unicode \w, \s,
-# \d and \b reduce to their ASCII sets), and cheaper.
+# Every uppercase letter, not only A-Z: "Émile Zola" and "Île-de-France" are one name each.
+_UPPER = "".join(re.escape(chr(c)) for c in range(0x10000) if chr(c).isupper() and not chr(c).isascii())
+_CAPRUN = re.compile(_CAPRUN_SRC.replace("[A-Z]", f"[A-Z{_UPPER}]"))
+# The ASCII pattern: identical matches on printable ASCII text (where Unicode \w, \s, \d and \b reduce
+# to their ASCII sets), and cheaper.
 _CAPRUN_ASCII = re.compile(_CAPRUN_SRC, re.ASCII)
 
 
@@ -512,15 +514,25 @@ _LEVEL_SLOT = {"slot": 1, "content": 2, "pos": 3}
 
 
 def question_spans(question: str) -> list[str]:
-    """Entity-like spans of a question: quoted strings and capitalised runs (minus a sentence-initial
-    function word such as 'Who' or 'The')."""
+    """Entity-like spans of a question: quoted strings and capitalised runs, minus a sentence-initial
+    function word ('Who', 'The'). The question's first word is capitalised because it starts the sentence:
+    alone it is no name ('Tell me ...', 'Ravenhill was ...' lose it), and a common word ('Name', 'List')
+    is dropped from the front of a longer run."""
     spans: list[str] = []
     if '"' in question or "\u201c" in question:  # (_QUOTED needs one of them)
         for m in _QUOTED.finditer(question):
             spans.append(m.group(1) or m.group(2))
-    for _, _, span in _cap_runs(question):
-        if span:
-            spans.append(span)
+    lead = len(question) - len(question.lstrip())
+    for start, run, span in _cap_runs(question):
+        if not span:
+            continue
+        if start == lead and span == run.strip():  # the run opens the question with a capital
+            words = span.split()
+            if len(words) == 1:
+                continue
+            if words[0].lower() in _VERBS or words[0].lower() in _LEX:
+                span = " ".join(words[1:])
+        spans.append(span)
     return spans
 
 
