@@ -35,6 +35,8 @@ RetrieverOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
     "--retriever", help="bm25 (default), dense, hybrid, or an http:// /retrieve server.")]
 TopKOpt = Annotated[Optional[int], typer.Option("--top-k", help="Passages per search (default 3).")]  # noqa: UP045
 TurnsOpt = Annotated[Optional[int], typer.Option("--max-turns", help="Searches per episode (default 4).")]  # noqa: UP045
+PresetOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--preset", help="Named env settings (searchgym.envs.presets, e.g. squeeze); --top-k/--max-turns override them.")]
 RetriesOpt = Annotated[int, typer.Option("--max-retries", help="OpenAI agent: retries per request (with backoff).")]
 TimeoutOpt = Annotated[float, typer.Option("--request-timeout", help="OpenAI agent: seconds per request.")]
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
@@ -50,8 +52,16 @@ def _fail(message: str, code: int = 1) -> None:
 
 
 def _env_kwargs(corpus: str | None, dataset: str | None, retriever: str | None, top_k: int | None,
-                max_turns: int | None) -> dict[str, Any]:
+                max_turns: int | None, preset: str | None = None) -> dict[str, Any]:
     kw: dict[str, Any] = {}
+    if preset is not None:
+        from searchgym.envs.presets import get_preset
+        from searchgym.errors import SearchGymError
+
+        try:
+            kw.update(get_preset(preset))
+        except SearchGymError as exc:
+            _fail(str(exc))
     for key, val in (("corpus", corpus), ("dataset", dataset), ("retriever", retriever), ("top_k", top_k),
                      ("max_turns", max_turns)):
         if val is not None:
@@ -158,6 +168,7 @@ def rollout_cmd(
     retriever: RetrieverOpt = None,
     top_k: TopKOpt = None,
     max_turns: TurnsOpt = None,
+    preset: PresetOpt = None,
     max_retries: RetriesOpt = 3,
     request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
@@ -170,7 +181,7 @@ def rollout_cmd(
 
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
+                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns, preset),
                        progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     console = Console()
     if show:
@@ -207,6 +218,7 @@ def eval_cmd(
     retriever: RetrieverOpt = None,
     top_k: TopKOpt = None,
     max_turns: TurnsOpt = None,
+    preset: PresetOpt = None,
     max_retries: RetriesOpt = 3,
     request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
@@ -220,7 +232,7 @@ def eval_cmd(
 
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns),
+                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns, preset),
                        progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     ks, table = pass_at_k_table(trajs)
     console = Console()

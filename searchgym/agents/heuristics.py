@@ -7,12 +7,14 @@ what the answer is. Strategies:
 ============  =================================================================================
 question      the full question, verbatim
 keywords      the question without stopwords and wh-words
-entity        the named entity plus the relation words ("Narrow Compass director")
+entity        the named entity plus the relation words ("Narrow Compass director"); a nickname
+              subject ("the Amber Heron") is looked up in the alias passage first, then queried by name
 rephrase      a declarative rephrase ("The director of Narrow Compass was born in")
 decompose     one hop at a time: query the first hop, read the bridge entity from the passages,
               query the next hop with it
 prf           pseudo-relevance feedback: keywords, then expanded with terms of the retrieved text
 random        a random subset of the question's words (re-drawn while the answer is missing)
+hops          the full question first, then decompose's hop queries for whatever is still missing
 diverse       samples one of the above per episode, with weights (seeded)
 ============  =================================================================================
 
@@ -26,7 +28,7 @@ import random
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from searchgym.agents.analysis import (
     STOPWORDS,
@@ -115,8 +117,74 @@ def _chain_nouns(spec: QuestionSpec) -> list[str]:
     return nouns
 
 
+_ALIAS_RX: list[re.Pattern[str]] | None = None
+
+
+def _alias_patterns() -> list[re.Pattern[str]]:
+    """The world's alias sentences as regexes with groups ``a`` (nickname) and ``N`` (name)."""
+    global _ALIAS_RX
+    if _ALIAS_RX is None:
+        try:
+            from searchgym.data.world.schema import ALIAS_PATTERNS
+        except ImportError:  # pragma: no cover
+            ALIAS_PATTERNS = ()
+        out = []
+        for pat in ALIAS_PATTERNS:
+            rx = ""
+            for part in re.split(r"(\{\w\})", pat):
+                if part in ("{A}", "{a}"):
+                    rx += r"(?P<a>[Tt]he [A-Z][\w'\-]*(?: [A-Z][\w'\-]*)*)"
+                elif part == "{N}":
+                    rx += r"(?P<N>[A-Z].+?)"
+                else:
+                    rx += re.escape(part)
+            out.append(re.compile("^" + rx + "$"))
+        _ALIAS_RX = out
+    return _ALIAS_RX
+
+
+def read_aliases(docs) -> dict[str, str]:
+    """``nickname (lower-case, no leading 'the') -> name`` from the alias sentences of retrieved passages."""
+    found: dict[str, str] = {}
+    for d in docs:
+        for rx in _alias_patterns():
+            m = rx.match(d.text.strip())
+            if m:
+                found.setdefault(_alias_key(m.group("a")), m.group("N").strip())
+                break
+    return found
+
+
+def _alias_key(text: str) -> str:
+    t = " ".join(text.lower().split())
+    return t.removeprefix("the ")
+
+
 class EntityStrategy(Strategy):
+    """The named entity plus the relation words; a subject that is a nickname is looked up first.
+
+    When the subject is not a name but a nickname that a retrieved alias passage resolves ("the Amber
+    Heron is the nickname of X"), the episode's question is re-read with X as the subject and X is
+    queried with the relation (one extra search). On questions that name their subject it is one search.
+    """
+
     name = "entity"
+    max_searches = 2
+
+    def follow_up(self, st: EpisodeState) -> tuple[str, str] | None:
+        spec = st.spec
+        if spec is None or spec.kind not in ("ask", "yesno") or not spec.subject:
+            return None
+        if st.mem.lookup(spec.subject, spec.chain[0]) is not None:
+            return None
+        name = read_aliases(st.mem.docs).get(_alias_key(spec.subject))
+        if name is None or name.lower() == spec.subject.lower():
+            return None
+        st.spec = replace(spec, subject=name)
+        q = " ".join([name, *_chain_nouns(st.spec)])
+        if q in st.queries:
+            return None
+        return q, f"{spec.subject} is what people call {name}; I search for {name}."
 
     def first(self, st: EpisodeState) -> tuple[str, str]:
         spec = st.spec
@@ -287,6 +355,15 @@ class DecomposeStrategy(Strategy):
         return f"{bridge} {' '.join(rest)}".strip(), f"The passages point to {bridge}; I search for it next."
 
 
+class HopsStrategy(DecomposeStrategy):
+    """The full question first, then one hop at a time (decompose's follow-ups) for what is missing."""
+
+    name = "hops"
+
+    def first(self, st: EpisodeState) -> tuple[str, str]:
+        return st.question, "I will search for the question first, then follow the hops it needs."
+
+
 class PRFStrategy(Strategy):
     """Pseudo-relevance feedback: expand the keywords with frequent terms of the retrieved passages."""
 
@@ -341,7 +418,7 @@ class RandomStrategy(Strategy):
 
 STRATEGIES: dict[str, type[Strategy]] = {s.name: s for s in (
     QuestionStrategy, KeywordsStrategy, EntityStrategy, RephraseStrategy, DecomposeStrategy, PRFStrategy,
-    RandomStrategy)}
+    RandomStrategy, HopsStrategy)}
 
 DEFAULT_WEIGHTS: dict[str, float] = {"question": 1.0, "keywords": 1.0, "entity": 1.0, "rephrase": 1.0,
                                      "decompose": 2.0, "prf": 1.0, "random": 0.5}

@@ -15,7 +15,7 @@ from typing import Any
 
 from searchgym.errors import ConfigError
 
-WORLD_SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type")
+WORLD_SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
 
 _LOCK = threading.Lock()

@@ -26,6 +26,7 @@ from .schema import (
     INTERSECT_Q,
     REL,
     RELS_OF,
+    SHIFT_STRATEGY,
     SPLITS,
     TRAIN_STYLES,
     TYPE_NOUN,
@@ -296,11 +297,12 @@ def make_questions(seed: int, built: Built, n_questions: int, id_of_row, plan: P
     # For shift_type the question must start from a held-out-type entity.
     only_held = (HELD_OUT_TYPE,)
     total = sum(plan.split_shares.values())
-    share = {s: plan.split_shares[s] / total for s in SPLITS}
+    base_splits = [s for s in SPLITS if s != SHIFT_STRATEGY]  # shift_strategy: make_alias_questions
+    share = {s: plan.split_shares[s] / total for s in base_splits}
     in_dist = ("train", "dev", "test")
     # One in-distribution pool, cut into train/dev/test afterwards (so a small world that runs out of
     # distinct questions shrinks every split in proportion instead of starving dev and test).
-    buckets = [("main", in_dist)] + [(s, (s,)) for s in SPLITS if s not in in_dist]
+    buckets = [("main", in_dist)] + [(s, (s,)) for s in base_splits if s not in in_dist]
     out: list[QAExample] = []
     for bucket, members in buckets:
         want = max(len(members), round(n_questions * sum(share[m] for m in members)))

@@ -232,7 +232,7 @@ STYLES = ("s0", "s1", "s2", "s3")
 TRAIN_STYLES = ("s0", "s1", "s2")
 HELD_OUT_STYLES = ("s3",)
 HELD_OUT_TYPE = "novel"
-SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type")
+SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
 
 # s0 is the relation's natural question; s1-s3 are generic frames around the noun phrase.
 ASK = {"s1": "What is the {noun} of {S}?", "s2": "Name the {noun} of {S}.",
@@ -272,3 +272,26 @@ class Plan:
 
 def article(word: str) -> str:
     return ("an " if word[:1].lower() in "aeiou" else "a ") + word
+
+
+# -- shift_strategy: questions whose subject is given by an alias -----------------------------
+# Some entities get a nickname ("the Amber Heron"), stated in one extra passage appended after the
+# corpus. A ``shift_strategy`` question asks an attribute of the entity by its nickname only, so
+# copying the question (or querying it with the relation) finds the alias passage but not the fact: the
+# name has to be looked up first. Appended after every other split, from its own random stream.
+SHIFT_STRATEGY = "shift_strategy"
+SHIFT_STRATEGY_SHARE = 0.08  # of n_questions, on top of the other splits
+ALIAS_TYPES = ("person", "organisation", "city", "film")  # not the held-out type, not the few countries
+ALIAS_ADJECTIVES = ("Amber", "Silent", "Iron", "Crimson", "Hollow", "Gilded", "Pale", "Restless", "Northern",
+                    "Velvet", "Broken", "Quiet", "Scarlet", "Lonely", "Silver", "Wandering", "Bitter", "Golden",
+                    "Hidden", "Ashen", "Frozen", "Distant", "Copper", "Laughing", "Sleeping", "Burning",
+                    "Patient", "Crooked", "Stubborn", "Gentle", "Midnight", "Weary", "Ivory", "Rusty",
+                    "Faithful", "Salt", "Cobalt", "Thorny", "Tireless", "Humble")
+ALIAS_NOUNS = ("Heron", "Lantern", "Fox", "Anvil", "Compass", "Raven", "Orchard", "Harbour", "Weaver",
+               "Falcon", "Bell", "Lighthouse", "Badger", "Quill", "Kettle", "Tower", "Sparrow", "Mill",
+               "Beacon", "Otter", "Chisel", "Wolf", "Magpie", "Loom", "Stag", "Furnace", "Gate", "Heath",
+               "Pilgrim", "Shepherd", "Tinker", "Ferryman", "Crane", "Thistle", "Hammer", "Moth", "Willow",
+               "Barge", "Owl", "Juniper")
+# How alias passages state a nickname ({A}: "The Amber Heron", {a}: "the Amber Heron", {N}: the name).
+ALIAS_PATTERNS = ("{A} is the nickname of {N}.", "{N} is widely known as {a}.",
+                  "Many people know {N} only as {a}.")

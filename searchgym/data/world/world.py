@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from ...errors import ConfigError
 from ...retrieval.base import Passage
 from ..qa import QAExample
+from .aliases import alias_passages, make_alias_questions, make_aliases, n_shift_strategy
 from .generate import PASSAGES_PER_ENTITY, Built, Entity, build
 from .questions import make_questions
 from .schema import (
@@ -26,7 +27,7 @@ from .schema import (
 
 # Bumped whenever the generator's output changes for the same arguments (the pinned fingerprint test
 # in tests/test_data_world.py changes with it).
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: the shift_strategy split (alias passages appended after the rest)
 DEFAULT_N_ENTITIES = 1500  # ~2.9k passages, ~3k questions: the embedded default
 
 
@@ -45,6 +46,8 @@ class World:
         passages: the corpus in index order; ids ``w{seed}-{row:06d}``.
         questions: every question; ``splits`` / ``split(name)`` group them by split.
         titles: entity names (the passage titles without qualifiers), in generation order.
+        aliases: nickname -> entity name; one alias passage each, after all other passages (the
+            ``shift_strategy`` split asks about entities by these nicknames).
     """
 
     seed: int
@@ -55,6 +58,7 @@ class World:
     entities: list[Entity] = field(repr=False)
     groups: dict[str, list[int]] = field(repr=False)
     _type_of: dict[str, str] = field(repr=False, default_factory=dict)
+    aliases: dict[str, str] = field(repr=False, default_factory=dict)  # "the Amber Heron" -> entity name
     _splits: dict[str, list[QAExample]] = field(repr=False, default_factory=dict)
 
     # -- construction ------------------------------------------------------------------------
@@ -83,12 +87,24 @@ class World:
         width = max(6, len(str(len(built.titles) - 1)))
         prefix = f"w{seed}-"
         ids = [f"{prefix}{i:0{width}d}" for i in range(len(built.titles))]
-        passages = [Passage(i, t, x) for i, t, x in zip(ids, built.titles, built.texts)]
         nq = _default_questions(n_entities) if n_questions is None else int(n_questions)
         questions = make_questions(seed, built, nq, ids.__getitem__, Plan())
+        # shift_strategy (generator version 2): alias passages and questions, appended after the rest
+        n_alias_q = n_shift_strategy(nq)
+        aliases = make_aliases(seed, built, (n_alias_q + 1) // 2)
+        a_titles, a_texts = alias_passages(seed, built, aliases)
+        first_row = len(built.titles)
+        ids += [f"{prefix}{i:0{width}d}" for i in range(first_row, first_row + len(a_titles))]
+        built.titles.extend(a_titles)
+        built.texts.extend(a_texts)
+        seen = {q.question for q in questions}
+        questions += make_alias_questions(seed, built, aliases, list(range(first_row, len(built.titles))),
+                                          n_alias_q, ids.__getitem__, len(questions), seen)
+        passages = [Passage(i, t, x) for i, t, x in zip(ids, built.titles, built.texts)]
         world = cls(seed=seed, n_entities=n_entities, confusable_share=confusable_share,
                     passages=passages, questions=questions, entities=built.entities, groups=built.groups)
         world._type_of = {e.name: e.etype for e in built.entities}
+        world.aliases = {a: built.entities[i].name for i, a in aliases}
         world._splits = {s: [] for s in SPLITS}
         for q in questions:
             world._splits[q.metadata["split"]].append(q)
