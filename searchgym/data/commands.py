@@ -21,6 +21,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             "--questions", help="Total questions over all splits.")] = None,
         confusable: Annotated[float, typer.Option(
             "--confusable", help="Share of near-duplicate entities (0-0.9).")] = 0.2,
+        data_source: Annotated[str, typer.Option(
+            "--data-source", help="The parquet data_source column: verl picks its scorer by it "
+            "(searchgym_world: searchgym.integrations.verl.compute_score; searchR1_nq: verl's own).")
+        ] = "searchgym_world",
     ) -> None:
         """Write the world as Search-R1 corpus.jsonl, per-split verl parquet and FlashRAG jsonl."""
         from rich.console import Console
@@ -41,8 +45,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 world = World.generate(seed=seed, confusable_share=confusable, n_questions=questions, **kw)
             prog.update(t_gen, completed=1)
             t_out = prog.add_task(f"writing {out}", total=n_files)
-            export_world(world, out, on_step=lambda name: prog.update(t_out, advance=1,
-                                                                      description=f"wrote {name}"))
+            export_world(world, out, data_source=data_source,
+                         on_step=lambda name: prog.update(t_out, advance=1, description=f"wrote {name}"))
         console.print(f"[green]wrote[/] {len(world.passages):,} passages and {len(world.questions):,} questions "
                       f"({', '.join(f'{s} {len(v)}' for s, v in world.splits.items())}) to {out}")
 

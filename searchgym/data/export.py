@@ -135,10 +135,12 @@ def write_flashrag_jsonl(examples: Sequence[QAExample], path: str | Path) -> Pat
     return _write_atomic(Path(path), write)
 
 
-def export_world(world, out_dir: str | Path, *, on_step: Callable[[str], None] | None = None) -> dict[str, Path]:
+def export_world(world, out_dir: str | Path, *, on_step: Callable[[str], None] | None = None,
+                 data_source: str = "searchgym_world") -> dict[str, Path]:
     """Write ``world`` to ``out_dir`` (corpus.jsonl, one parquet + one FlashRAG jsonl per split, world.json).
 
-    ``on_step(name)`` is called after each file (for progress bars). Returns ``{name: path}``.
+    ``on_step(name)`` is called after each file (for progress bars). ``data_source`` fills the parquet
+    column of that name (verl picks its scorer by it). Returns ``{name: path}``.
     """
     from searchgym.retrieval.corpus import write_jsonl
 
@@ -148,7 +150,8 @@ def export_world(world, out_dir: str | Path, *, on_step: Callable[[str], None] |
     written: dict[str, Path] = {"corpus": write_jsonl(world.passages, out / "corpus.jsonl")}
     step("corpus.jsonl")
     for split, examples in world.splits.items():
-        written[f"{split}.parquet"] = write_qa_parquet(examples, out / f"{split}.parquet", split=split)
+        written[f"{split}.parquet"] = write_qa_parquet(examples, out / f"{split}.parquet", split=split,
+                                                       data_source=data_source)
         step(f"{split}.parquet")
         written[f"{split}.jsonl"] = write_flashrag_jsonl(examples, out / f"{split}.jsonl")
         step(f"{split}.jsonl")
