@@ -60,6 +60,11 @@ class RetrieverUnavailableError(SearchGymError, ConnectionError):
     """A remote retriever stayed unreachable after the configured retries."""
 
 
+class RetrieverProtocolError(RetrieverUnavailableError):
+    """A retrieval server answered outside the /retrieve contract (not JSON, wrong shape or types, too deep,
+    over the response-size cap). A subclass of RetrieverUnavailableError: such a server is unusable too."""
+
+
 class ModelLoadError(SearchGymError, OSError):
     """A model path that does not exist, or a hub name while offline."""
 
