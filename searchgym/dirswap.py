@@ -105,8 +105,9 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def is_stale_tmp(p: Path, now: float | None = None) -> bool:
-    """A temp dir whose writer is gone: same host and a dead pid, or older than STALE_AGE_S."""
+def is_stale_tmp(p: Path, now: float | None = None, *, own_is_stale: bool = False) -> bool:
+    """A temp dir whose writer is gone: same host and a dead pid (or this process, with ``own_is_stale``),
+    or older than STALE_AGE_S."""
     now = time.time() if now is None else now
     try:
         age = now - p.lstat().st_mtime
@@ -118,10 +119,13 @@ def is_stale_tmp(p: Path, now: float | None = None) -> bool:
     if m is None:  # an older naming scheme without a pid: only by age (a day)
         return age > 24 * 3600
     host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40] or "host"
-    return m["host"] == host and int(m["pid"]) != os.getpid() and not _pid_alive(int(m["pid"]))
+    pid = int(m["pid"])
+    return m["host"] == host and ((own_is_stale and pid == os.getpid())
+                                  or (pid != os.getpid() and not _pid_alive(pid)))
 
 
-def cleanup_siblings(final: Path, *, hidden: bool = True, is_complete=None) -> list[Path]:
+def cleanup_siblings(final: Path, *, hidden: bool = True, is_complete=None, own_is_stale: bool = False
+                     ) -> list[Path]:
     """Remove stale ``tmp`` siblings of ``final``; for ``.old-`` siblings, rename the newest complete one back
     to ``final`` when ``final`` is missing (a writer died between its two renames), else delete them."""
     parent = final.parent
@@ -132,7 +136,7 @@ def cleanup_siblings(final: Path, *, hidden: bool = True, is_complete=None) -> l
     olds = []
     for p in parent.iterdir():
         if p.name.startswith(f"{dot}{final.name}.tmp-"):
-            if is_stale_tmp(p):
+            if is_stale_tmp(p, own_is_stale=own_is_stale):
                 _remove(p)
                 removed.append(p)
         elif p.name.startswith(f"{dot}{final.name}.old-"):
