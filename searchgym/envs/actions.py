@@ -190,8 +190,27 @@ def parse_text(text: str) -> ParsedAction:
     return _parse_call(call, text, thinking, "tool_call")
 
 
+def _safe_repr(obj: Any, limit: int = 1000) -> str:
+    try:
+        return str(repr(obj))[:limit]
+    except Exception:  # noqa: BLE001 - a hostile __repr__ must not crash a rollout
+        return f"<{type(obj).__name__}>"
+
+
 def parse_action(action: Any) -> ParsedAction:
-    """Parse any action the environment accepts: text, a Search/AnswerAction, or a tool-call dict."""
+    """Parse any action the environment accepts: text, a Search/AnswerAction, or a tool-call dict.
+
+    Never raises: an object whose ``__repr__``, ``__str__``, ``__eq__``, ``get`` or iteration raises is an
+    invalid action naming the exception.
+    """
+    try:
+        return _parse_action(action)
+    except Exception as exc:  # noqa: BLE001 - hostile objects (raising __eq__/__iter__/get) stay invalid actions
+        return _invalid(f"the action could not be read ({type(exc).__name__} while parsing a "
+                        f"{type(action).__name__})", f"<{type(action).__name__}>", fmt="object")
+
+
+def _parse_action(action: Any) -> ParsedAction:
     if isinstance(action, str):
         return parse_text(action)
     if isinstance(action, SearchAction):
@@ -202,15 +221,12 @@ def parse_action(action: Any) -> ParsedAction:
         return _check_answer(action.answer, action.to_text(), "", "object")
     if isinstance(action, Mapping):
         try:
-            raw = json.dumps(action, ensure_ascii=False, default=str)
-        except (TypeError, ValueError, RecursionError):
-            raw = repr(action)[:1000]
+            raw = json.dumps(action, ensure_ascii=False, default=_safe_repr)
+        except Exception:  # noqa: BLE001 - unserialisable keys, cycles, hostile objects
+            raw = _safe_repr(action)
         return _parse_call(action, raw, "", "object")
     if isinstance(action, (bytes, bytearray)):
         return parse_text(bytes(action).decode("utf-8", errors="replace"))
-    try:
-        raw = repr(action)[:1000]
-    except Exception:  # noqa: BLE001 - a hostile __repr__ must not crash a rollout
-        raw = f"<{type(action).__name__}>"
+    raw = _safe_repr(action)
     return _invalid(f"an action must be text or a SearchAction/AnswerAction, got {type(action).__name__}",
                     raw, fmt="object")

@@ -20,6 +20,16 @@ from searchgym.trajectory import Step, Trajectory
 
 MAX_ACTION_CHARS = 1 << 22  # 4M characters: larger actions are still handled (invalid), just outside the space
 MAX_OBSERVATION_CHARS = 1 << 20
+# Recorded actions (Step.action, the render transcript) keep at most this many characters: a finished
+# trajectory must not pin a multi-megabyte raw action in memory or in a JSONL file.
+MAX_RECORDED_ACTION_CHARS = 1 << 15
+
+
+def clip_action(raw: str, limit: int) -> str:
+    """``raw`` cut to ``limit`` characters, with a marker saying how long it was."""
+    if len(raw) <= limit:
+        return raw
+    return raw[:limit] + f"...[truncated: {len(raw):,} characters]"
 
 
 class ResetNeeded(gym.error.ResetNeeded, SearchGymError):
@@ -118,6 +128,8 @@ class SearchEnv(gym.Env[str, Any]):
     - ``cache``: wrap the retriever in a ``CachedRetriever`` (``True`` or a max size).
     - ``shuffle``: shuffle the question order (default True). ``budget_notice``: default True.
     - ``world_seed``: seed of the embedded world (default 0). ``render_mode``: ``None`` or ``"ansi"``.
+    - ``record_action_chars``: recorded actions (trajectory steps, the render transcript) are cut to this
+      many characters (default 32,768; the full action is still parsed).
 
     ## Example
 
@@ -161,6 +173,7 @@ class SearchEnv(gym.Env[str, Any]):
         budget_notice: bool = True,
         world_seed: int = 0,
         render_mode: str | None = None,
+        record_action_chars: int = MAX_RECORDED_ACTION_CHARS,
     ):
         if not isinstance(top_k, (int, np.integer)) or top_k < 1:
             raise ConfigError(f"top_k must be a positive integer, got {top_k!r}")
@@ -172,6 +185,9 @@ class SearchEnv(gym.Env[str, Any]):
             raise ConfigError(f"max_steps must be a positive integer, got {max_steps!r}")
         if observation_format not in ("search_r1", "chat"):
             raise ConfigError(f"observation_format must be 'search_r1' or 'chat', got {observation_format!r}")
+        if not isinstance(record_action_chars, (int, np.integer)) or record_action_chars < 1:
+            raise ConfigError(f"record_action_chars must be a positive integer, got {record_action_chars!r}")
+        self.record_action_chars = int(record_action_chars)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(f"render_mode must be None or one of {self.metadata['render_modes']}")
         self.top_k, self.max_turns, self.max_steps = int(top_k), int(max_turns), int(max_steps)
@@ -342,7 +358,7 @@ class SearchEnv(gym.Env[str, Any]):
             "num_invalid": self._num_invalid, "step": self._t, "family": self._family, "error": p.error,
         }
         # The record keeps its own lists: callers may mutate the info they get.
-        step_rec = Step(action=p.raw, kind=kind, query=info["query"], doc_ids=doc_ids[:], gold_hit=gold_hit,
+        step_rec = Step(action=clip_action(p.raw, self.record_action_chars), kind=kind, query=info["query"], doc_ids=doc_ids[:], gold_hit=gold_hit,
                         reward=reward, queries=queries[:], titles=titles[:])
         if p.error:
             step_rec.extra["error"] = p.error
@@ -359,7 +375,7 @@ class SearchEnv(gym.Env[str, Any]):
             info["messages"] = [{"role": self._tool_role if kind == SEARCH else "user", "content": obs}] if obs \
                 else []
         if self.render_mode is not None:
-            self._transcript.extend([p.raw, obs])
+            self._transcript.extend([clip_action(p.raw, self.record_action_chars), obs])
         return obs, reward, terminated, truncated, info
 
     def _gold_norms(self) -> list[str]:

@@ -91,6 +91,16 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
     return out
 
 
+def trajectory_nbytes(traj: Trajectory) -> int:
+    """A cheap estimate of a trajectory's memory: its text (4 bytes per character, CPython's worst case) plus
+    a fixed cost per record and per step."""
+    chars = len(traj.question) + sum(len(a) for a in traj.answers) + len(traj.prediction or "")
+    for s in traj.steps:
+        chars += len(s.action) + sum(len(q) for q in (s.queries or ())) + len(s.query or "")
+        chars += sum(len(d) for d in s.doc_ids) + sum(len(str(t)) for t in (s.titles or ()))
+    return 4 * chars + 512 + 256 * len(traj.steps)
+
+
 class SearchVectorEnv(VectorEnv):
     """``num_envs`` SearchEnv episodes in one process, sharing one retriever, batched per step.
 
@@ -105,9 +115,10 @@ class SearchVectorEnv(VectorEnv):
     ``"disabled"`` (reset done envs with ``reset(options={"reset_mask": mask})``) are also available.
 
     Finished episodes are kept as :class:`~searchgym.trajectory.Trajectory` records: take them with
-    :meth:`pop_finished_trajectories`. At most ``max_finished`` (default 10,000) wait there; older ones are
-    dropped (and counted in ``dropped_trajectories``) so that a loop that never pops does not grow without
-    bound. ``max_finished=0`` keeps none.
+    :meth:`pop_finished_trajectories`. At most ``max_finished`` (default 10,000) trajectories and
+    ``max_finished_bytes`` (default 256 MB, estimated from their text) wait there; older ones are dropped (and
+    counted in ``dropped_trajectories``) so that a loop that never pops does not grow without bound.
+    ``max_finished=0`` keeps none.
 
     Example::
 
@@ -120,7 +131,8 @@ class SearchVectorEnv(VectorEnv):
     """
 
     def __init__(self, num_envs: int = 1, *, autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
-                 render_mode: str | None = None, max_finished: int = 10_000, **env_kwargs: Any):
+                 render_mode: str | None = None, max_finished: int = 10_000,
+                 max_finished_bytes: int = 256 << 20, **env_kwargs: Any):
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
             raise ConfigError(f"num_envs must be a positive integer, got {num_envs!r}")
         self.autoreset_mode = AutoresetMode(autoreset_mode) if not isinstance(autoreset_mode, AutoresetMode) \
@@ -144,6 +156,9 @@ class SearchVectorEnv(VectorEnv):
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
         self._finished: deque[Trajectory] = deque(maxlen=max(0, int(max_finished)))
+        self._finished_sizes: deque[int] = deque()
+        self._finished_bytes = 0
+        self.max_finished_bytes = max(0, int(max_finished_bytes))
         self.dropped_trajectories = 0
         self._agent: str | None = None
         self._policy_step: int | None = None
@@ -226,11 +241,7 @@ class SearchVectorEnv(VectorEnv):
                 r = None
             o, rew, te, tr, info = env.finish(p, r)
             if te or tr:
-                fin = self._finished
-                if fin.maxlen:
-                    if len(fin) == fin.maxlen:
-                        self.dropped_trajectories += 1
-                    fin.append(env.trajectory(self._agent, self._policy_step))
+                self._keep_finished(env.trajectory(self._agent, self._policy_step))
                 if self.autoreset_mode is AutoresetMode.SAME_STEP:
                     info = dict(info, final_obs=o, final_info=dict(info))
                     o, reset_info = env.reset()
@@ -258,10 +269,34 @@ class SearchVectorEnv(VectorEnv):
         """Label the trajectories of episodes finished from now on."""
         self._agent, self._policy_step = agent, policy_step
 
+    def _keep_finished(self, traj: Trajectory) -> None:
+        fin, sizes = self._finished, self._finished_sizes
+        if not fin.maxlen:  # max_finished=0: keep none
+            return
+        size = trajectory_nbytes(traj)
+        if len(fin) == fin.maxlen:
+            fin.popleft()
+            self._finished_bytes -= sizes.popleft()
+            self.dropped_trajectories += 1
+        while fin and self._finished_bytes + size > self.max_finished_bytes:
+            fin.popleft()
+            self._finished_bytes -= sizes.popleft()
+            self.dropped_trajectories += 1
+        fin.append(traj)
+        sizes.append(size)
+        self._finished_bytes += size
+
+    @property
+    def finished_bytes(self) -> int:
+        """Estimated bytes of the trajectories waiting in :meth:`pop_finished_trajectories`."""
+        return self._finished_bytes
+
     def pop_finished_trajectories(self) -> list[Trajectory]:
         """The Trajectory of every episode finished since the last call, in finishing order."""
         out = list(self._finished)
         self._finished.clear()
+        self._finished_sizes.clear()
+        self._finished_bytes = 0
         return out
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
