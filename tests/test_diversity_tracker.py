@@ -71,8 +71,8 @@ def test_moves_and_process_metrics_from_trajectories():
     m = tr.update(0, trajs)
     assert m["diversity/moves/repeat"] == pytest.approx(0.5)
     assert m["diversity/moves/new_hop"] == pytest.approx(0.5)   # "mara quill" came from retrieved titles
-    assert m["diversity/queries/duplicate_rate"] == pytest.approx(1 / 3)
-    assert m["diversity/queries/per_episode"] == pytest.approx(3.0)
+    assert m["diversity/process/duplicate_query_rate"] == pytest.approx(1 / 3)
+    assert m["diversity/process/queries_per_episode"] == pytest.approx(3.0)
     assert 0 <= m["diversity/process/new_document_yield"] <= 1
     # third query: new terms mara, quill, biography; the first two were in the retrieved titles
     assert m["diversity/process/ctar"] == pytest.approx(2 / 3)

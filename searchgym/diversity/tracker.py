@@ -9,21 +9,27 @@ Example::
         if metrics["alarm/collapse"]:
             ...                                       # template entropy fell below 50% of its start
 
-Metric names (one JSONL line per update in ``log_dir/diversity.jsonl``, and TensorBoard scalars when
-``torch.utils.tensorboard`` or ``tensorboardX`` is importable):
+Every figure comes from the one analysis core (``searchgym.diversity.core``): ``update`` runs
+``label_episodes`` + ``run_stats`` on the batch and logs ``core.flat_metrics`` of the result, so the names
+are the core's field names (one JSONL line per update in ``log_dir/diversity.jsonl``, and TensorBoard
+scalars when ``torch.utils.tensorboard`` or ``tensorboardX`` is importable):
 
-* ``diversity/<level>/{entropy, miller_madow_entropy, normalized_entropy, effective_number,
-  inverse_simpson, top1_mass, top5_mass, n_templates, rank_beta, within_question_entropy,
-  first_query_within_entropy}`` for each template level;
-* ``diversity/text/{distinct_1, distinct_2}``, ``diversity/queries/{n, per_episode,
-  duplicate_rate}``, ``diversity/moves/entropy``, ``diversity/moves/<move>`` (shares),
-  ``diversity/process/{new_document_yield, ctar}``;
+* ``diversity/<level>/{entropy, effective_number, inverse_simpson, hill_0, hill_2, n, miller_madow_entropy,
+  normalized_entropy, top1_mass, top5_mass, n_templates, rank_beta, within_question_entropy,
+  first_query_within_entropy, mi_question}`` for each template level, the same under
+  ``diversity/strategy/`` (plus ``share/<class>``) and ``diversity/well_formed/<level>/``;
+* ``diversity/{n_episodes, n_queries, question_copy_rate, malformed_share, off_task_share, grounded_share}``;
+* ``diversity/process/{queries_per_episode, duplicate_query_rate, new_document_yield, ctar}``,
+  ``diversity/text/{distinct_1, distinct_2}``, ``diversity/moves/entropy``, ``diversity/moves/<move>``
+  (shares);
 * ``policy/token_entropy_{mean, p80, frac_above_p80, frac_below_0.01}``, ``policy/reward_mean``;
 * ``alarm/collapse`` (0/1) and ``alarm/entropy_ratio`` (current / baseline at ``alarm_level``).
 
-Retrieved titles for slot masking are read from a step's ``extra`` keys ``titles`` /
-``retrieved_titles`` / ``doc_titles``; evidence text for ``new_hop`` and CTAR from ``titles`` plus
-``observation`` / ``information`` / ``evidence`` when present.
+Entropies are plug-in over the batch unless ``rarefy_n`` fixes a sample size (then every step is taken at
+that size, and batches of unequal size compare fairly). Retrieved titles for slot masking are a step's
+``titles`` (schema 2; older extras ``retrieved_titles`` / ``doc_titles`` too); evidence text for
+``new_hop``, CTAR and the strategy classes is the titles plus ``observation`` / ``information`` /
+``evidence`` extras when present.
 """
 
 from __future__ import annotations
@@ -41,49 +47,23 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
-from searchgym.diversity.moves import MOVES, _moves, moves_and_ctar
-from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize
+from searchgym.diversity.core import (
+    Labels,
+    RunStats,
+    episode_from_trajectory,
+    flat_metrics,
+    label_episodes,
+    run_stats,
+    step_evidence,
+    step_titles,
+)
+from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater
 from searchgym.errors import ConfigError
 from searchgym.trajectory import Trajectory
 
 log = logging.getLogger(__name__)
 
-_TITLE_KEYS = ("titles", "retrieved_titles", "doc_titles")
-_EVIDENCE_KEYS = ("observation", "information", "evidence")
-
-
-def step_titles(step: Any) -> list[str]:
-    titles = getattr(step, "titles", None)
-    if titles:
-        return [str(x) for x in titles]
-    extra = getattr(step, "extra", None) or {}
-    for k in _TITLE_KEYS:
-        v = extra.get(k)
-        if v:
-            return [str(x) for x in v]
-    return []
-
-
-def step_evidence(step: Any) -> list[str]:
-    return _step_evidence(step, step_titles(step))
-
-
-def _step_evidence(step: Any, titles: list[str]) -> list[str]:
-    """``step_evidence`` given the step's already-read ``step_titles``."""
-    extra = getattr(step, "extra", None) or {}
-    out = list(titles)
-    for k in _EVIDENCE_KEYS:
-        v = extra.get(k)
-        if isinstance(v, str) and v:
-            out.append(v)
-        elif isinstance(v, list):
-            out.extend(str(x) for x in v)
-    return out
-
-
-def _step_queries(step: Any) -> list[str]:
-    """The queries of one search step (several for a parallel search), as ``Trajectory.queries``."""
-    return list(step.queries)
+__all__ = ["DiversityTracker", "step_evidence", "step_titles"]
 
 
 def _as_traj(t: Any) -> Trajectory:
@@ -133,19 +113,28 @@ class DiversityTracker:
             fraction of its baseline (the mean of the first ``baseline_updates`` updates with queries).
         embedder: ``list[str] -> array`` for the semantic level (default all-MiniLM-L6-v2, offline).
         tensorboard: also write TensorBoard scalars when a writer is installed.
+        rarefy_n: take entropies and Hill numbers at this many queries per update (rarefied; an update
+            with fewer queries uses all of them and logs its ``n``). None: all queries of the update.
+        n_boot: bootstrap replicates for ``entropy_ci_low/high`` (0: none; they cost time every update).
     """
 
     def __init__(self, levels: Sequence[str] = ("string", "slot", "content", "pos"), *,
                  log_dir: str | os.PathLike | None = None, titles: Iterable[str] = (),
                  entity_types: Mapping[str, str] | None = None, alarm_fraction: float = 0.5,
                  alarm_level: str | None = None, baseline_updates: int = 1, embedder: Any = None,
-                 semantic_threshold: float = 0.25, tensorboard: bool = True):
+                 semantic_threshold: float = 0.25, tensorboard: bool = True, rarefy_n: int | None = None,
+                 n_boot: int = 0):
         levels = tuple(levels)
         bad = [lv for lv in levels if lv not in LEVELS]
         if bad or not levels:
             raise ConfigError(f"unknown template level(s) {bad or levels}; choose from {', '.join(LEVELS)}")
         if not 0.0 < alarm_fraction < 1.0:
             raise ConfigError(f"alarm_fraction must be in (0, 1), got {alarm_fraction}")
+        if rarefy_n is not None and int(rarefy_n) < 1:
+            raise ConfigError(f"rarefy_n must be a positive number of queries, got {rarefy_n}")
+        self.rarefy_n = None if rarefy_n is None else int(rarefy_n)
+        self.n_boot = max(0, int(n_boot))
+        self.last_stats: RunStats | None = None
         self.levels = levels
         self._text_levels = tuple(lv for lv in levels if lv in TEXT_LEVELS)
         self.templater = Templater(titles, entity_types=entity_types)
@@ -179,26 +168,9 @@ class DiversityTracker:
     # ------------------------------------------------------------------------------------------
     def template_episode(self, traj: Trajectory) -> dict[str, list[str]]:
         """Templates of the queries of one episode at each text level (titles seen so far in it count)."""
-        searches = [s for s in traj.steps if s.kind == "search"]
-        per_step = [_step_queries(s) for s in searches]
-        return self._template_steps(traj.question, per_step, [step_titles(s) for s in searches])
-
-    def _template_steps(self, question: str | None, per_step: list[list[str]],
-                        titles: list[list[str]]) -> dict[str, list[str]]:
-        """``template_episode`` from an episode's per-search-step queries and retrieved titles."""
-        levels = self._text_levels
-        out: dict[str, list[str]] = {lv: [] for lv in levels}
-        if not levels:
-            return out
-        templates = self.templater.templates
-        seen: tuple[str, ...] = ()
-        for qs, ts in zip(per_step, titles):
-            for q in qs:
-                for lv, t in templates(q, levels, question=question, retrieved_titles=seen).items():
-                    out[lv].append(t)
-            if ts:
-                seen = seen + tuple(ts)
-        return out
+        lab = label_episodes([episode_from_trajectory(_as_traj(traj))], templater=self.templater,
+                             levels=self._text_levels, group_by_step=False)
+        return {lv: lab.levels[lv] for lv in self._text_levels}
 
     def update(self, step: int, trajectories: Sequence[Any], token_entropies: Any = None,
                rewards: Sequence[float] | None = None) -> dict[str, float]:
@@ -215,127 +187,32 @@ class DiversityTracker:
         self._log(step, m)
         return m
 
+    def stats(self, trajectories: Sequence[Any], token_entropies: Any = None,
+              rewards: Sequence[float] | None = None) -> RunStats:
+        """The core's typed statistics of one batch (no logging, no alarm, no cumulative counts)."""
+        return self._stats([_as_traj(t) for t in trajectories], token_entropies, rewards)[0]
+
+    def _stats(self, trajs: list[Trajectory], token_entropies: Any,
+               rewards: Sequence[float] | None) -> tuple[RunStats, Labels]:
+        episodes = [episode_from_trajectory(t) for t in trajs]
+        semantic = (lambda texts: self.clusterer.assign(texts)) if self.clusterer is not None else None
+        lab = label_episodes(episodes, templater=self.templater, levels=self.levels, semantic=semantic,
+                             group_by_step=False)
+        st = run_stats(lab, n=self.rarefy_n, n_boot=self.n_boot, seed=0, token_entropies=token_entropies,
+                       rewards=rewards if rewards is not None else [t.reward for t in trajs], with_series=False)
+        return st, lab
+
     def _update(self, step: int, trajectories: Sequence[Any], token_entropies: Any,
                 rewards: Sequence[float] | None) -> dict[str, float]:
         trajs = [_as_traj(t) for t in trajectories]
+        st, lab = self._stats(trajs, token_entropies, rewards)
+        self.last_stats = st
         m: dict[str, float] = {"step": float(step)}
-        per_level: dict[str, list[str]] = {lv: [] for lv in self.levels}
-        # per level: question -> templates of all its queries / of the first query of each episode
-        all_by_q: dict[str, dict[str, list[str]]] = {lv: {} for lv in self.levels}
-        first_by_q: dict[str, dict[str, list[str]]] = {lv: {} for lv in self.levels}
-        all_queries: list[str] = []
-        episode_queries: list[tuple[str, list[str]]] = []
-        moves: list[str] = []
-        dup_rates: list[float] = []
-        yields: list[float] = []
-        ctars: list[float] = []
-        text_levels = self._text_levels
-        templates = self.templater.templates
-        for tr in trajs:
-            searches = [s for s in tr.steps if s.kind == "search"]
-            per_step = [_step_queries(s) for s in searches]
-            qid = tr.question_id or tr.question
-            if len(per_step) == 1 and len(per_step[0]) == 1:
-                # The common episode: one search, one query. Same values as the general path below:
-                # no titles seen before it, duplicate rate 0, new-document yield 1 when it has docs.
-                qs = per_step[0]
-                all_queries.append(qs[0])
-                episode_queries.append((qid, qs))
-                if text_levels:
-                    for lv, t in templates(qs[0], text_levels, question=tr.question).items():
-                        per_level[lv].append(t)
-                        group = all_by_q[lv].get(qid)
-                        if group is None:
-                            all_by_q[lv][qid] = [t]
-                        else:
-                            group.append(t)
-                        first = first_by_q[lv].get(qid)
-                        if first is None:
-                            first_by_q[lv][qid] = [t]
-                        else:
-                            first.append(t)
-                dup_rates.append(0.0)
-                if searches[0].doc_ids:
-                    yields.append(1.0)
-                continue
-            qs = [q for x in per_step for q in x]  # == tr.queries
-            all_queries.extend(qs)
-            episode_queries.append((qid, qs))
-            titles = [step_titles(s) for s in searches]
-            if text_levels:
-                tpl = self._template_steps(tr.question, per_step, titles)
-                for lv, ts in tpl.items():
-                    per_level[lv].extend(ts)
-                    group = all_by_q[lv].get(qid)
-                    if group is None:
-                        group = all_by_q[lv][qid] = []
-                    group.extend(ts)
-                    if ts:  # (a question's first-query group starts at its first episode with a query)
-                        first_by_q[lv].setdefault(qid, []).append(ts[0])
-            if qs:
-                dup_rates.append(M.duplicate_query_rate(qs))
-            if len(qs) >= 2:  # one query: no move, and its CTAR is undefined (NaN, dropped)
-                if len(qs) == len(searches):
-                    evidence = [_step_evidence(s, t) for s, t in zip(searches, titles)]
-                    has_ev = any(evidence)
-                    mv, ct = moves_and_ctar(qs, evidence if has_ev else None, question=tr.question)
-                    moves.extend(mv)
-                    ctars.extend(x for x in ct if not math.isnan(x))
-                else:  # parallel queries in one step: no per-query evidence alignment
-                    moves.extend(_moves(qs, None, tr.question))
-            docs = [s.doc_ids for s in searches if s.doc_ids]
-            if docs:
-                y = M.new_document_yield(docs)
-                if not math.isnan(y):
-                    yields.append(y)
-        if self.clusterer is not None and all_queries:
-            labels = self.clusterer.assign([normalize(q) for q in all_queries])
-            per_level["semantic"] = labels
-            i = 0
-            for qid, qs in episode_queries:
-                lab = labels[i:i + len(qs)]
-                i += len(qs)
-                all_by_q["semantic"].setdefault(qid, []).extend(lab)
-                if lab:
-                    first_by_q["semantic"].setdefault(qid, []).append(lab[0])
-
-        for lv in self.levels:
-            ts = per_level.get(lv, [])
-            if not ts:
-                continue
-            counts = Counter(ts)  # counted once: the cumulative counts and every statistic reuse it
-            self.cumulative[lv].update(counts)
-            st = M.template_stats(counts)
-            for key in ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number",
-                        "inverse_simpson", "top1_mass", "top5_mass", "n_templates", "rank_beta"):
-                m[f"diversity/{lv}/{key}"] = float(st[key])
-            m[f"diversity/{lv}/within_question_entropy"] = M.within_entropy(all_by_q[lv])
-            m[f"diversity/{lv}/first_query_within_entropy"] = M.within_entropy(first_by_q[lv])
-
-        n_q = len(all_queries)
-        m["diversity/queries/n"] = float(n_q)
-        m["diversity/queries/per_episode"] = n_q / len(trajs) if trajs else float("nan")
-        m["diversity/queries/duplicate_rate"] = float(np.mean(dup_rates)) if dup_rates else float("nan")
-        if all_queries:
-            dn = M.distinct_ns(all_queries, (1, 2))
-            m["diversity/text/distinct_1"], m["diversity/text/distinct_2"] = dn[1], dn[2]
-        self.cumulative_moves.update(moves)
-        if moves:
-            m["diversity/moves/entropy"] = M.move_entropy(moves)
-            mc = Counter(moves)
-            for mv in MOVES:
-                m[f"diversity/moves/{mv}"] = mc.get(mv, 0) / len(moves)
-        if yields:
-            m["diversity/process/new_document_yield"] = float(np.mean(yields))
-        if ctars:
-            m["diversity/process/ctar"] = float(np.mean(ctars))
-
-        for k, v in M.token_entropy_summary(token_entropies).items():
-            m[f"policy/{k}"] = v
-        rw = list(rewards) if rewards is not None else [t.reward for t in trajs]
-        if rw:
-            m["policy/reward_mean"] = float(np.mean(rw))
-
+        m.update(flat_metrics(st))
+        for lv, labels in lab.levels.items():
+            if len(labels) == len(lab.texts):
+                self.cumulative[lv].update(labels)
+        self.cumulative_moves.update(mv for seq in lab.moves for mv in seq)
         self._check_alarm(step, m)
         self.history.append(m)
         return m

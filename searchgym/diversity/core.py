@@ -1,0 +1,707 @@
+"""The one analysis core: episodes -> typed statistics.
+
+The online ``DiversityTracker``, the offline ``searchgym analyze`` report and the squeeze evaluation all call
+``analyze_episodes`` (or its two halves, ``label_episodes`` and ``run_stats``) and read the field names of
+the dataclasses below directly: the tracker flattens them into ``diversity/<block>/<field>`` scalars
+(``flat_metrics``), the report writes them into ``summary.json`` (``RunStats.to_dict``).
+
+Definitions (each figure of the report carries its one-line form, ``DEFINITIONS``):
+
+* Template levels (``templates.py``) and strategy classes (``strategy.py``) label every query.
+* ``LevelStats.entropy`` / ``hill`` are taken at a sample size ``n`` (rarefaction: the mean over draws of n
+  queries without replacement; at n = all queries the plug-in value), so that runs and steps compared at
+  one n are comparable; ``entropy_ci`` and ``hill_ci`` follow ``metrics.CI_METHOD`` and contain their
+  estimate by construction. Figures named ``*_all`` and the rank/mass figures are over all queries.
+* Within-question figures use the groups of one question (at one step, offline) with at least 2 samples;
+  ``within_question_groups`` says how many; with none they are None.
+* ``mi_question``: ``metrics.MI_METHOD``.
+* ``well_formed``: the same figures over well-formed, grounded queries only (strategy not ``malformed`` or
+  ``off-task``), next to the shares of malformed and off-task queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass
+from typing import Any
+
+import numpy as np
+
+from searchgym.diversity import metrics as M
+from searchgym.diversity.moves import MOVES, _moves, ctar, episode_moves, moves_and_ctar, transition_matrix
+from searchgym.diversity.strategy import GROUNDED, MAX_QUERY_WORDS, STRATEGIES, EvidenceContext, classify
+from searchgym.diversity.templates import TEXT_LEVELS, Templater, normalize
+
+DOMINANT_EPISODE_SHARE = 0.2
+DOMINANT_MIN_EPISODES = 6  # with 5 or fewer episodes every episode holds >= 20% of the queries
+
+DEFINITIONS: dict[str, str] = {
+    "n_queries": "queries read (malformed calls are not queries)",
+    "n_malformed": "malformed search calls the reader could not parse plus queries classed malformed",
+    "question_copy_rate": "share of queries whose content words overlap the question's by >= 0.8 both ways",
+    "malformed_share": "share of queries classed malformed (empty, over 32 words, markup or garbage)",
+    "off_task_share": "share of queries that name nothing and use no word from the question or earlier evidence",
+    "grounded_share": "share of queries that are well-formed and grounded (neither malformed nor off-task)",
+    "sources": "mean share of a query's content words found in the question / else earlier evidence / neither",
+    "strategy": "distribution of strategy classes (copy-question, question-fragment, entity-lookup, "
+                "entity+relation, bridge, rephrase, off-task, malformed)",
+    "n": "sample size the entropy and Hill numbers are taken at (equal for every compared run)",
+    "entropy": "Shannon entropy (nats) of the template distribution at sample size n (rarefied mean)",
+    "entropy_ci": "95% CI of that entropy (see CI method)",
+    "hill": "Hill numbers at n: 0 = distinct templates, 1 = exp(entropy), 2 = inverse Simpson 1/sum p^2",
+    "effective_number": "exp(entropy): the number of equally likely templates with the same entropy",
+    "n_templates": "distinct templates among all queries (grows with sample size: compare hill 0 instead)",
+    "entropy_all": "plug-in entropy over all queries (not comparable between runs of unequal size)",
+    "top1_mass": "share of all queries in the most frequent template",
+    "within_question_entropy": "mean entropy of the templates of one question's samples (questions with >= 2)",
+    "first_query_within_entropy": "the same over the first query of each episode of a question",
+    "first_query_across_entropy": "entropy of the first query's template over all episodes",
+    "mi_question": "mutual information (nats) between question and template, shuffle-corrected; about 0 when "
+                   "the template does not depend on the question however varied it is",
+    "duplicate_query_rate": "share of queries that repeat an earlier query of their episode (normalised text)",
+    "queries_per_episode": "queries per episode",
+    "new_document_yield": "mean share of a search's retrieved documents not retrieved earlier in its episode",
+    "ctar": "share of a query's new terms that appeared in evidence retrieved earlier (Ning et al. 2026)",
+    "distinct_1": "unique words / all words over the queries",
+    "distinct_2": "unique word bigrams / all bigrams over the queries",
+    "move_entropy": "entropy (nats) of the reformulation moves between consecutive queries",
+}
+
+
+# ------------------------------------------------------------------------------------------------ records
+@dataclass
+class Warning_:
+    """A sign of a wrong reading or of figures that rest on too little: a code, a count, a sentence."""
+
+    code: str
+    count: int
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass
+class LevelStats:
+    """Template (or strategy) statistics of one label level over one set of queries."""
+
+    n_queries: int
+    n: int
+    n_templates: int
+    entropy: float
+    entropy_ci: list[float]
+    effective_number: float
+    hill: dict[str, float]
+    hill_ci: dict[str, list[float]]
+    inverse_simpson: float
+    entropy_all: float
+    miller_madow_entropy: float
+    normalized_entropy: float
+    top1_mass: float
+    top5_mass: float
+    rank_beta: float
+    within_question_entropy: float | None
+    within_question_groups: int
+    first_query_within_entropy: float | None
+    first_query_across_entropy: float
+    mi_question: float | None
+    mi_question_plugin: float | None
+    mi_question_shuffle: float | None
+    mi_k: int
+    mi_questions: int
+    distribution: dict[str, float] | None = None
+    top: list[list[Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_dict(self)
+
+
+@dataclass
+class MoveStats:
+    counts: dict[str, int]
+    shares: dict[str, float]
+    entropy: float
+    transitions: dict[str, dict[str, int]]
+
+
+@dataclass
+class ProcessStats:
+    queries_per_episode: float
+    duplicate_query_rate: float
+    new_document_yield: float
+    ctar: float
+
+
+@dataclass
+class SubsetStats:
+    """The diversity figures over one subset of a run's queries (the ``well_formed`` block)."""
+
+    n_queries: int
+    share: float
+    strategy: LevelStats | None
+    levels: dict[str, LevelStats]
+
+
+@dataclass
+class StepStats:
+    step: int
+    n_episodes: int
+    n_queries: int
+    levels: dict[str, LevelStats]
+    strategy: LevelStats | None
+    question_copy_rate: float
+    grounded_share: float
+    reward_mean: float | None
+    token_entropy_mean: float | None
+
+
+@dataclass
+class RunStats:
+    """Everything the core says about one run (a list of episodes)."""
+
+    n_episodes: int
+    n_queries: int
+    n_malformed: int
+    question_copy_rate: float
+    malformed_share: float
+    off_task_share: float
+    grounded_share: float
+    sources: dict[str, float]
+    strategy: LevelStats | None
+    levels: dict[str, LevelStats]
+    well_formed: SubsetStats
+    process: ProcessStats
+    text: dict[str, float]
+    moves: MoveStats
+    policy: dict[str, Any]
+    warnings: list[Warning_]
+    series: list[StepStats]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = _to_dict(self)
+        d["warning_counts"] = {w.code: w.count for w in self.warnings}
+        d["warnings"] = [w.message for w in self.warnings]
+        return d
+
+
+def _to_dict(x: Any) -> Any:
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _to_dict(getattr(x, f.name)) for f in fields(x)}
+    if isinstance(x, dict):
+        return {str(k): _to_dict(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_to_dict(v) for v in x]
+    if isinstance(x, np.generic):
+        return x.item()
+    return x
+
+
+# ------------------------------------------------------------------------------------------------ labelling
+@dataclass
+class Labels:
+    """Per-query labels of a run (flat over its queries, in episode order) and per-episode facts."""
+
+    episodes: list[Any]
+    ep_of: list[int]                 # episode index of each query
+    turn_of: list[int]
+    texts: list[str]
+    levels: dict[str, list[str]]
+    strategy: list[str]
+    copies: list[bool]
+    sources: list[tuple[float, float, float]]
+    group_of_ep: list[Any]           # within-question group key of each episode (None: no question)
+    step_of_ep: list[int | None]
+    moves: list[list[str]]           # per episode
+    ctars: list[float]
+    yields: list[float]
+    dups: list[float]
+    repeated_in_turn: int = 0
+    question_equal: int = 0
+
+
+def episode_from_trajectory(traj: Any) -> Any:
+    """A ``readers.Episode`` from a searchgym ``Trajectory`` (the conversion the tracker and readers share).
+
+    Query i of search step t gets turn t; a step's evidence (titles plus observation text), titles and
+    retrieved ids go to the first query of the step, so per-step figures stay per step.
+    """
+    from searchgym.diversity.readers import Episode
+
+    queries: list[str] = []
+    turns: list[int] = []
+    evidence: list[list[str]] = []
+    titles: list[list[str]] = []
+    doc_ids: list[list[str]] = []
+    searches = [s for s in traj.steps if s.kind == "search"]
+    for t, s in enumerate(searches):
+        qs = list(s.queries)
+        ti = step_titles(s)
+        ev = _step_evidence(s, ti)
+        for j, q in enumerate(qs):
+            queries.append(q)
+            turns.append(t)
+            evidence.append(ev if j == 0 else [])
+            titles.append(ti if j == 0 else [])
+            doc_ids.append(list(s.doc_ids) if j == 0 else [])
+    te = traj.extra.get("token_entropy") if isinstance(traj.extra, dict) else None
+    try:
+        te = float(te) if te is not None else None
+    except (TypeError, ValueError):
+        te = None
+    return Episode(queries=queries, step=traj.policy_step, question=traj.question,
+                   question_id=traj.question_id or traj.question, reward=float(traj.reward),
+                   success=bool(traj.em), evidence=evidence, titles=titles, doc_ids=doc_ids, token_entropy=te,
+                   turns=turns, episode_id=traj.episode_id, answer=traj.prediction)
+
+
+_TITLE_KEYS = ("retrieved_titles", "doc_titles")
+_EVIDENCE_KEYS = ("observation", "information", "evidence")
+
+
+def step_titles(step: Any) -> list[str]:
+    """The titles a search step retrieved (``Step.titles``; schema-1 extras too)."""
+    titles = getattr(step, "titles", None)
+    if titles:
+        return [str(x) for x in titles]
+    extra = getattr(step, "extra", None) or {}
+    for k in ("titles", *_TITLE_KEYS):
+        v = extra.get(k)
+        if v:
+            return [str(x) for x in v]
+    return []
+
+
+def step_evidence(step: Any) -> list[str]:
+    """The text a search step retrieved: its titles plus observation text kept in its extras."""
+    return _step_evidence(step, step_titles(step))
+
+
+def _step_evidence(step: Any, titles: list[str]) -> list[str]:
+    extra = getattr(step, "extra", None) or {}
+    out = list(titles)
+    for k in _EVIDENCE_KEYS:
+        v = extra.get(k)
+        if isinstance(v, str) and v:
+            out.append(v)
+        elif isinstance(v, list):
+            out.extend(str(x) for x in v)
+    return out
+
+
+def _turns(ep: Any) -> list[int]:
+    t = list(getattr(ep, "turns", None) or [])
+    return t if len(t) == len(ep.queries) else list(range(len(ep.queries)))
+
+
+def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Sequence[str] = TEXT_LEVELS,
+                   semantic: Callable[[list[str]], Sequence[Any]] | None = None,
+                   group_by_step: bool = True) -> Labels:
+    """Templates at each level, strategy class, copy flag and word sources of every query; moves, CTAR,
+    new-document yield and duplicate rate of every episode.
+
+    A query sees the titles (for slot masking) and evidence (for strategy, moves, CTAR) retrieved by the
+    queries of earlier turns of its episode. ``semantic``: ``list[str] -> labels`` for the semantic level.
+    ``group_by_step``: within-question groups are (step, question) (offline) or the question alone (one
+    tracker update is one step).
+    """
+    text_levels = [lv for lv in levels if lv in TEXT_LEVELS]
+    lab = Labels(episodes=list(episodes), ep_of=[], turn_of=[], texts=[], levels={lv: [] for lv in levels},
+                 strategy=[], copies=[], sources=[], group_of_ep=[], step_of_ep=[], moves=[], ctars=[],
+                 yields=[], dups=[])
+    templates = templater.templates
+    for ei, ep in enumerate(lab.episodes):
+        queries = list(ep.queries)
+        qkey = ep.question_id or ep.question
+        lab.group_of_ep.append(None if qkey is None else ((ep.step, qkey) if group_by_step else qkey))
+        lab.step_of_ep.append(ep.step)
+        turns = _turns(ep)
+        ev_list = list(ep.evidence or [])
+        ti_list = list(ep.titles or [])
+        ctx = EvidenceContext()
+        seen: tuple[str, ...] = ()
+        pending: list[int] = []
+        cur = None
+        nquestion = normalize(ep.question) if ep.question else None
+        turn_seen: set[tuple[int, str]] = set()
+        for i, q in enumerate(queries):
+            if turns[i] != cur:
+                for j in pending:
+                    ti = ti_list[j] if j < len(ti_list) else []
+                    ctx.add(ev_list[j] if j < len(ev_list) else (), ti)
+                    if ti:
+                        seen = seen + tuple(ti)
+                pending = []
+                cur = turns[i]
+            if text_levels:
+                for lv, t in templates(q, text_levels, question=ep.question, retrieved_titles=seen).items():
+                    lab.levels[lv].append(t)
+            s = classify(q, ep.question, ctx)
+            lab.strategy.append(s.strategy)
+            lab.copies.append(s.copies_question)
+            lab.sources.append((s.from_question, s.from_evidence, s.from_neither))
+            lab.ep_of.append(ei)
+            lab.turn_of.append(turns[i])
+            lab.texts.append(q)
+            nq = normalize(q)
+            key = (turns[i], nq)
+            if key in turn_seen:
+                lab.repeated_in_turn += 1
+            turn_seen.add(key)
+            if nquestion is not None and nq == nquestion:
+                lab.question_equal += 1
+            pending.append(i)
+        # process: duplicates, moves, CTAR, new-document yield (parallel turns: no per-query evidence)
+        if queries:
+            lab.dups.append(M.duplicate_query_rate(queries))
+        parallel = len(set(turns)) < len(turns)
+        ev = ev_list if len(ev_list) == len(queries) and not parallel else None
+        has_ev = ev is not None and any(ev)
+        if len(queries) >= 2:
+            if has_ev:
+                mv, ct = moves_and_ctar(queries, ev, question=ep.question)
+                lab.ctars.extend(x for x in ct if not math.isnan(x))
+            else:
+                mv = _moves(queries, None, ep.question)
+            lab.moves.append(mv)
+        else:
+            lab.moves.append([])
+        docs = [d for d in (ep.doc_ids or []) if d]
+        if docs:
+            y = M.new_document_yield(docs)
+            if not math.isnan(y):
+                lab.yields.append(y)
+    if semantic is not None and "semantic" in lab.levels:
+        lab.levels["semantic"] = [str(x) for x in semantic([normalize(q) for q in lab.texts])] if lab.texts else []
+    return lab
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx: Sequence[int], *,
+                 n: int | None, n_boot: int, seed: int, distribution: Sequence[str] | None = None,
+                 top: int = 10) -> LevelStats | None:
+    """Statistics of ``labels[i] for i in idx`` (query indices, in order), within the episodes ``ep_idx``."""
+    items = [labels[i] for i in idx]
+    if not items:
+        return None
+    counts = Counter(items)
+    st = M.template_stats(counts)
+    total = len(items)
+    size = total if n is None else min(int(n), total)
+    rd = M.rarefied_diversity(counts, size, n_boot=n_boot, seed=seed)
+    # within-question groups, in episode order (a group starts at its question's first episode)
+    by_ep: dict[int, list[str]] = {}
+    for i in idx:
+        by_ep.setdefault(lab.ep_of[i], []).append(labels[i])
+    all_by_q: dict[Any, list[str]] = {}
+    first_by_q: dict[Any, list[str]] = {}
+    firsts: list[str] = []
+    for e in ep_idx:
+        g = lab.group_of_ep[e]
+        ts = by_ep.get(e, [])
+        if ts:
+            firsts.append(ts[0])
+        if g is None:
+            continue
+        all_by_q.setdefault(g, []).extend(ts)
+        if ts:
+            first_by_q.setdefault(g, []).append(ts[0])
+    groups = sum(1 for v in all_by_q.values() if len(v) >= 2)
+    within = M.within_entropy(all_by_q) if groups else None
+    fq_within = M.within_entropy(first_by_q) if any(len(v) >= 2 for v in first_by_q.values()) else None
+    mi = M.mutual_information(all_by_q, seed=seed)
+    ok = not math.isnan(mi["mi"])
+    dist = None
+    if distribution is not None:
+        dist = {c: counts.get(c, 0) / total for c in distribution}
+    h = rd["entropy"]
+    return LevelStats(
+        n_queries=total, n=size, n_templates=int(st["n_templates"]), entropy=h, entropy_ci=rd["entropy_ci"],
+        effective_number=math.exp(h), hill=rd["hill"], hill_ci=rd["hill_ci"], inverse_simpson=rd["hill"]["2"],
+        entropy_all=st["entropy"], miller_madow_entropy=st["miller_madow_entropy"],
+        normalized_entropy=st["normalized_entropy"], top1_mass=st["top1_mass"], top5_mass=st["top5_mass"],
+        rank_beta=st["rank_beta"], within_question_entropy=within, within_question_groups=groups,
+        first_query_within_entropy=fq_within,
+        first_query_across_entropy=M.entropy(firsts) if firsts else float("nan"),
+        mi_question=mi["mi"] if ok else None, mi_question_plugin=mi["mi_plugin"] if ok else None,
+        mi_question_shuffle=mi["mi_shuffle"] if ok else None, mi_k=int(mi["k"]), mi_questions=int(mi["n_questions"]),
+        distribution=dist,
+        top=[[t, int(c)] for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]])
+
+
+def _sizes(n: int | Mapping[str, int] | None, key: str) -> int | None:
+    if isinstance(n, Mapping):
+        return n.get(key)
+    return n
+
+
+def _levels_block(lab: Labels, idx: list[int], ep_idx: list[int], *, n: Any, n_boot: int, seed: int,
+                  prefix: str = "") -> tuple[LevelStats | None, dict[str, LevelStats]]:
+    strat = _level_stats(lab.strategy, idx, lab, ep_idx, n=_sizes(n, prefix + "strategy"), n_boot=n_boot,
+                         seed=seed, distribution=STRATEGIES)
+    levels = {}
+    for lv, labels in lab.levels.items():
+        if len(labels) != len(lab.texts):
+            continue
+        st = _level_stats(labels, idx, lab, ep_idx, n=_sizes(n, prefix + lv), n_boot=n_boot, seed=seed)
+        if st is not None:
+            levels[lv] = st
+    return strat, levels
+
+
+def _mean(xs: Iterable[float]) -> float:
+    v = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return float(np.mean(v)) if v else float("nan")
+
+
+def subset_sizes(lab: Labels) -> dict[str, int]:
+    """Query counts per label block (``strategy``, each level, and ``well_formed/...``): the sizes a
+    comparison of several runs takes the minimum of."""
+    n = len(lab.texts)
+    g = sum(1 for s in lab.strategy if s in GROUNDED)
+    out = {"strategy": n, "well_formed/strategy": g}
+    for lv in lab.levels:
+        out[lv] = n
+        out["well_formed/" + lv] = g
+    return out
+
+
+def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = False) -> list[Warning_]:
+    """The warnings that catch a wrong reading (each with a count; only those that fire)."""
+    eps = lab.episodes
+    out: list[Warning_] = []
+    no_q = sum(1 for e in eps if not e.queries)
+    if no_q:
+        out.append(Warning_("episodes_without_query", no_q, f"{no_q} of {len(eps)} episodes have no query"))
+    long_q = sum(1 for q in lab.texts if len(q.split()) > MAX_QUERY_WORDS)
+    if long_q:
+        out.append(Warning_("long_queries", long_q, f"{long_q} queries are over {MAX_QUERY_WORDS} words (most "
+                            "likely a reading error: reasoning text taken for a query)"))
+    n = len(lab.texts)
+    if n and len(eps) >= DOMINANT_MIN_EPISODES:
+        big = [(i, len(e.queries)) for i, e in enumerate(eps) if len(e.queries) > DOMINANT_EPISODE_SHARE * n]
+        if big:
+            top = max(c for _, c in big)
+            out.append(Warning_("dominant_episodes", len(big),
+                                f"{len(big)} episode(s) each supply more than {DOMINANT_EPISODE_SHARE:.0%} of all "
+                                f"queries (the largest {top} of {n}): a looping episode can fake a collapse"))
+    if lab.repeated_in_turn:
+        out.append(Warning_("repeated_calls_in_turn", lab.repeated_in_turn,
+                            f"{lab.repeated_in_turn} search calls repeat an identical call of the same turn"))
+    if lab.question_equal:
+        out.append(Warning_("queries_equal_question", lab.question_equal,
+                            f"{lab.question_equal} queries equal their question"))
+    if has_single_step:
+        out.append(Warning_("single_point_steps", 1, "the run's steps hold a single point: no trend plot and "
+                            "no entropy-law fit"))
+    mal_calls = sum(int(getattr(e, "malformed", 0) or 0) for e in eps)
+    rs_mal = int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0
+    mal = max(mal_calls, rs_mal)
+    if mal:
+        out.append(Warning_("malformed_calls", mal, f"{mal} search calls could not be parsed (not counted as "
+                            "queries)"))
+    skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
+    if skipped:
+        out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))
+    return out
+
+
+def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n: Mapping[str, int] | None = None,
+              n_boot: int = 200, seed: int = 0, token_entropies: Any = None,
+              rewards: Sequence[float] | None = None, read_stats: Any = None, with_series: bool = True,
+              success_threshold: float = 1.0) -> RunStats:
+    """The typed statistics of a labelled run. ``n``: the sample size for entropy and Hill numbers (an int,
+    or a mapping from ``subset_sizes`` keys; None = all queries). ``series_n`` the same per step."""
+    eps = lab.episodes
+    nq = len(lab.texts)
+    all_idx = list(range(nq))
+    all_eps = list(range(len(eps)))
+    strat, levels = _levels_block(lab, all_idx, all_eps, n=n, n_boot=n_boot, seed=seed)
+    g_idx = [i for i in all_idx if lab.strategy[i] in GROUNDED]
+    g_strat, g_levels = _levels_block(lab, g_idx, all_eps, n=n, n_boot=n_boot, seed=seed, prefix="well_formed/")
+    sc = Counter(lab.strategy)
+    share = (lambda c: c / nq) if nq else (lambda c: float("nan"))
+    mc = Counter(m for seq in lab.moves for m in seq)
+    n_moves = sum(mc.values())
+    moves = MoveStats(counts={m: int(mc.get(m, 0)) for m in MOVES},
+                      shares={m: (mc.get(m, 0) / n_moves) if n_moves else float("nan") for m in MOVES},
+                      entropy=M.move_entropy(list(mc.elements())) if n_moves else float("nan"),
+                      transitions=transition_matrix(lab.moves))
+    process = ProcessStats(queries_per_episode=nq / len(eps) if eps else float("nan"),
+                           duplicate_query_rate=_mean(lab.dups), new_document_yield=_mean(lab.yields),
+                           ctar=_mean(lab.ctars))
+    text = {"distinct_1": float("nan"), "distinct_2": float("nan")}
+    if lab.texts:
+        dn = M.distinct_ns(lab.texts, (1, 2))
+        text = {"distinct_1": dn[1], "distinct_2": dn[2]}
+    # policy side
+    policy: dict[str, Any] = {}
+    rw = list(rewards) if rewards is not None else [e.reward for e in eps if e.reward is not None]
+    policy["reward_mean"] = float(np.mean(rw)) if rw else float("nan")
+    succ = [_success(e, success_threshold) for e in eps]
+    policy["success_rate"] = float(np.mean(succ)) if succ else float("nan")
+    te = token_entropies if token_entropies is not None else \
+        [e.token_entropy for e in eps if getattr(e, "token_entropy", None) is not None]
+    policy.update(M.token_entropy_summary(te) if te is not None and len(te) else {})
+    curves = pass_curves(eps, succ, lab.group_of_ep)
+    if curves:
+        policy["pass_at_k"] = curves
+    # series
+    steps = sorted({s for s in lab.step_of_ep if s is not None})
+    series: list[StepStats] = []
+    if with_series and steps:
+        by_step: dict[int, list[int]] = {}
+        for i, s in enumerate(lab.step_of_ep):
+            if s is not None:
+                by_step.setdefault(s, []).append(i)
+        q_by_ep: dict[int, list[int]] = {}
+        for i, e in enumerate(lab.ep_of):
+            q_by_ep.setdefault(e, []).append(i)
+        for s in steps:
+            e_idx = by_step[s]
+            q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
+            st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed)
+            srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
+            ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
+            series.append(StepStats(
+                step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
+                question_copy_rate=_mean(float(lab.copies[i]) for i in q_idx),
+                grounded_share=_mean(float(lab.strategy[i] in GROUNDED) for i in q_idx),
+                reward_mean=float(np.mean(srw)) if srw else None,
+                token_entropy_mean=float(np.mean(ste)) if ste else None))
+    if len(series) >= 2:
+        law_h, law_r = [], []
+        lv = "slot" if "slot" in levels else next(iter(levels), None)
+        kind = "token" if any(s.token_entropy_mean is not None for s in series) else f"template:{lv}"
+        for s in series:
+            h = s.token_entropy_mean if kind == "token" else (s.levels[lv].entropy if lv in s.levels else None)
+            if h is not None and s.reward_mean is not None:
+                law_h.append(h)
+                law_r.append(s.reward_mean)
+        fit = M.fit_entropy_law(law_h, law_r)
+        fit["entropy"] = kind
+        policy["entropy_law"] = fit
+        policy["entropy_law_points"] = [[h, r] for h, r in zip(law_h, law_r)]
+    src = np.asarray(lab.sources, dtype=float) if lab.sources else np.zeros((0, 3))
+    n_mal_q = sc.get("malformed", 0)
+    n_mal_calls = max(sum(int(getattr(e, "malformed", 0) or 0) for e in eps),
+                      int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0)
+    return RunStats(
+        n_episodes=len(eps), n_queries=nq, n_malformed=int(n_mal_calls + n_mal_q),
+        question_copy_rate=_mean(float(c) for c in lab.copies), malformed_share=share(n_mal_q),
+        off_task_share=share(sc.get("off-task", 0)), grounded_share=share(len(g_idx)),
+        sources={k: float(src[:, j].mean()) if len(src) else float("nan")
+                 for j, k in enumerate(("question", "evidence", "neither"))},
+        strategy=strat, levels=levels,
+        well_formed=SubsetStats(n_queries=len(g_idx), share=share(len(g_idx)), strategy=g_strat, levels=g_levels),
+        process=process, text=text, moves=moves, policy=policy,
+        warnings=warnings_of(lab, read_stats, has_single_step=len(steps) == 1),
+        series=series)
+
+
+def _success(ep: Any, threshold: float) -> bool:
+    if ep.success is not None:
+        return bool(ep.success)
+    return ep.reward is not None and ep.reward >= threshold - 1e-9
+
+
+def pass_curves(episodes: Sequence[Any], success: Sequence[bool], groups: Sequence[Any]) -> dict[str, Any] | None:
+    """Unbiased pass@k and pass^k over the questions sampled >= 2 times, at the last step that has them."""
+    by_step: dict[Any, list[int]] = {}
+    for i, e in enumerate(episodes):
+        by_step.setdefault(e.step, []).append(i)
+    chosen = None
+    idx: list[int] = list(range(len(episodes)))
+    stepped = sorted(s for s in by_step if s is not None)
+    for s in reversed(stepped):
+        g: dict[Any, int] = Counter(groups[i] for i in by_step[s] if groups[i] is not None)
+        if any(v >= 2 for v in g.values()):
+            idx, chosen = by_step[s], s
+            break
+    per: dict[Any, list[int]] = {}
+    for i in idx:
+        if groups[i] is not None:
+            per.setdefault(groups[i], []).append(i)
+    per = {k: v for k, v in per.items() if len(v) >= 2}
+    if not per:
+        return None
+    nmin = min(len(v) for v in per.values())
+    results = [(len(v), sum(1 for i in v if success[i])) for v in per.values()]
+    ks = sorted({k for k in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024) if k <= nmin} | {nmin})
+    return {"step": chosen, "n_questions": len(results), "samples_min": nmin, "k": ks,
+            "pass_at_k": [M.mean_pass_at_k(results, k) for k in ks],
+            "pass_hat_k": [M.mean_pass_hat_k(results, k) for k in ks],
+            "cover_at_0.5": M.cover_at(results, 0.5)}
+
+
+def analyze_episodes(episodes: Sequence[Any], *, templater: Templater | None = None,
+                     levels: Sequence[str] = TEXT_LEVELS, semantic: Callable[[list[str]], Sequence[Any]] | None = None,
+                     group_by_step: bool = True, n: int | Mapping[str, int] | None = None, n_boot: int = 200,
+                     seed: int = 0, **kw: Any) -> RunStats:
+    """``run_stats(label_episodes(...))`` in one call."""
+    lab = label_episodes(episodes, templater=templater or Templater(), levels=levels, semantic=semantic,
+                         group_by_step=group_by_step)
+    return run_stats(lab, n=n, n_boot=n_boot, seed=seed, **kw)
+
+
+def flat_metrics(stats: RunStats, *, prefix: str = "diversity") -> dict[str, float]:
+    """The tracker's flat scalars, named by the core's fields: ``diversity/<level>/<field>``,
+    ``diversity/strategy/<field>`` (and ``.../share/<class>``), ``diversity/well_formed/...``,
+    ``diversity/process/<field>``, ``diversity/text/<field>``, ``diversity/moves/<move>`` (shares),
+    ``diversity/<run field>`` and ``policy/<field>``."""
+    m: dict[str, float] = {}
+
+    def level(p: str, st: LevelStats | None) -> None:
+        if st is None:
+            return
+        for f in ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number", "inverse_simpson",
+                  "top1_mass", "top5_mass", "n_templates", "rank_beta"):
+            m[f"{p}/{f}"] = float(getattr(st, f))
+        for f in ("within_question_entropy", "first_query_within_entropy"):
+            v = getattr(st, f)
+            m[f"{p}/{f}"] = float("nan") if v is None else float(v)
+        m[f"{p}/n"] = float(st.n)
+        for q in ("0", "2"):
+            m[f"{p}/hill_{q}"] = float(st.hill[q])
+        if st.mi_question is not None:
+            m[f"{p}/mi_question"] = float(st.mi_question)
+        lo, hi = st.entropy_ci
+        if lo is not None and not math.isnan(lo):
+            m[f"{p}/entropy_ci_low"], m[f"{p}/entropy_ci_high"] = float(lo), float(hi)
+        if st.distribution:
+            for c, v in st.distribution.items():
+                m[f"{p}/share/{c}"] = float(v)
+
+    for lv, st in stats.levels.items():
+        level(f"{prefix}/{lv}", st)
+    level(f"{prefix}/strategy", stats.strategy)
+    for lv, st in stats.well_formed.levels.items():
+        level(f"{prefix}/well_formed/{lv}", st)
+    m[f"{prefix}/n_episodes"] = float(stats.n_episodes)
+    m[f"{prefix}/n_queries"] = float(stats.n_queries)
+    for f in ("question_copy_rate", "malformed_share", "off_task_share", "grounded_share"):
+        m[f"{prefix}/{f}"] = float(getattr(stats, f))
+    for f in fields(ProcessStats):
+        v = getattr(stats.process, f.name)
+        if not (f.name in ("new_document_yield", "ctar") and math.isnan(v)):
+            m[f"{prefix}/process/{f.name}"] = float(v)
+    if stats.n_queries:
+        for k, v in stats.text.items():
+            m[f"{prefix}/text/{k}"] = float(v)
+    if sum(stats.moves.counts.values()):
+        m[f"{prefix}/moves/entropy"] = float(stats.moves.entropy)
+        for mv, v in stats.moves.shares.items():
+            m[f"{prefix}/moves/{mv}"] = float(v)
+    for k, v in stats.policy.items():
+        if k in ("success_rate", "pass_at_k", "entropy_law", "entropy_law_points"):
+            continue
+        if isinstance(v, (int, float)) and not (k == "reward_mean" and math.isnan(v)):
+            m[f"policy/{k}"] = float(v)
+    return m
+
+
+__all__ = ["DEFINITIONS", "Labels", "LevelStats", "MoveStats", "ProcessStats", "RunStats", "StepStats",
+           "SubsetStats", "Warning_", "analyze_episodes", "ctar", "episode_from_trajectory", "episode_moves",
+           "flat_metrics", "label_episodes", "pass_curves", "run_stats", "step_evidence", "step_titles",
+           "subset_sizes", "warnings_of"]
