@@ -86,6 +86,22 @@ def _build(kind: str, passages: Sequence[Any], kw: dict[str, Any]) -> Any:
     return build_retriever(passages, kind=kind, **kw)
 
 
+def _build_world(kind: str, world_seed: int, kw: dict[str, Any]) -> Any:
+    """A retriever over the embedded world; its dense embeddings come from the on-disk cache
+    (``$SEARCHGYM_CACHE``, default ``~/.cache/searchgym``), so only the first process ever encodes the world."""
+    world = _world(world_seed)
+    if kind in ("dense", "hybrid") and kw.get("embeddings") is None:
+        from searchgym.data.world.world import GENERATOR_VERSION
+        from searchgym.retrieval.dense import DEFAULT_MODEL, cached_embeddings
+
+        kw = dict(kw)
+        kw["embeddings"] = cached_embeddings(
+            world.passages, key={"world_seed": world_seed, "generator_version": GENERATOR_VERSION},
+            model=kw.get("model", DEFAULT_MODEL), batch_size=kw.get("batch_size", 64),
+            device=kw.get("device", "cpu"), show_progress=kw.get("show_progress", False))
+    return _build(kind, world.passages, kw)
+
+
 def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int,
                       retriever_kwargs: dict[str, Any] | None = None, cache: bool | int = False) -> Any:
     """Return a Retriever for the given inputs (shared with other environments built from the same ones)."""
@@ -129,7 +145,7 @@ def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int
         key = ("world", world_seed, retriever, _freeze(kw), _freeze(cache))
         with _LOCK:
             if key not in _RETRIEVERS:
-                _RETRIEVERS[key] = _maybe_cache(_build(retriever, _world(world_seed).passages, kw), cache)
+                _RETRIEVERS[key] = _maybe_cache(_build_world(retriever, world_seed, kw), cache)
             return _RETRIEVERS[key]
     if isinstance(corpus, (str, os.PathLike)):
         path = Path(corpus)

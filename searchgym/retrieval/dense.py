@@ -7,9 +7,11 @@ downloaded unless the caller names a hub model that is not on disk.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +224,82 @@ class DenseRetriever:
         return cls(passages, model=model or entry["model"], index_type=want, hnsw_m=entry.get("hnsw_m", 32),
                    ef_search=entry.get("ef_search", 128), ef_construction=entry.get("ef_construction", 200),
                    device=device, embeddings=np.asarray(emb), show_progress=False, _faiss_index=fidx)
+
+
+# -- on-disk cache of corpus embeddings ---------------------------------------------------------------
+def cache_dir() -> Path | None:
+    """``$SEARCHGYM_CACHE`` (``off`` disables caching), else ``$XDG_CACHE_HOME/searchgym``, else
+    ``~/.cache/searchgym``."""
+    env = os.environ.get("SEARCHGYM_CACHE")
+    if env is not None and env.strip().lower() in ("off", "0", "false", "no", "none"):
+        return None
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "searchgym"
+
+
+def _encoder_identity(model: str | os.PathLike | None) -> dict[str, Any]:
+    name, local = resolve_model(model)
+    ident: dict[str, Any] = {"encoder": name}
+    if local:  # a changed model directory must not reuse embeddings of the old one
+        for f in ("config.json", "model.safetensors", "pytorch_model.bin"):
+            p = Path(name) / f
+            if p.is_file():
+                st = p.stat()
+                ident[f] = [st.st_size, int(st.st_mtime)]
+    return ident
+
+
+def cached_embeddings(passages: Sequence[Passage], *, key: Mapping[str, Any], model: str | None = DEFAULT_MODEL,
+                      batch_size: int = 64, device: str = "cpu", show_progress: bool = False) -> np.ndarray:
+    """Embeddings of ``passages`` from the on-disk cache, computing (and storing) them on a miss.
+
+    The entry is keyed by ``key`` (e.g. world seed and generator version), the encoder and the corpus
+    fingerprint; it is written atomically with a checksum, and an unreadable or damaged entry is recomputed
+    (with a warning), never fatal. Caching is skipped when :func:`cache_dir` is None or not writable.
+    """
+    from searchgym.retrieval.corpus import corpus_fingerprint
+    from searchgym.retrieval.index import default_checksum_algorithm, file_checksum
+
+    full = {"v": 1, **dict(key), **_encoder_identity(model), "corpus": corpus_fingerprint(passages)}
+    digest = hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    root = cache_dir()
+    npy = root / "dense" / f"{digest}.npy" if root is not None else None
+    meta = npy.with_suffix(".json") if npy is not None else None
+    if npy is not None and npy.is_file() and meta is not None and meta.is_file():
+        try:
+            m = json.loads(meta.read_text(encoding="utf-8"))
+            if file_checksum(npy, m["algorithm"]) != m["checksum"]:
+                raise ValueError("checksum mismatch")
+            emb = np.load(npy, allow_pickle=False)
+            if emb.ndim != 2 or emb.shape[0] != len(passages) or emb.dtype != np.float32:
+                raise ValueError(f"shape {emb.shape} / dtype {emb.dtype} for {len(passages)} passages")
+            log.info("dense embeddings for %d passages from the cache %s", len(passages), npy)
+            return emb
+        except Exception as exc:  # noqa: BLE001 - any damage means: recompute
+            log.warning("dense cache entry %s is unusable (%s: %s); recomputing it", npy, type(exc).__name__, exc)
+    enc = load_encoder(model, device)
+    emb = np.asarray(enc.encode([p.contents for p in passages], batch_size=batch_size,
+                                show_progress_bar=show_progress, convert_to_numpy=True,
+                                normalize_embeddings=True), dtype=np.float32)
+    if npy is not None and meta is not None:
+        try:
+            npy.parent.mkdir(parents=True, exist_ok=True)
+            tag = f".tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            tmp_npy, tmp_meta = npy.with_name(npy.name + tag), meta.with_name(meta.name + tag)
+            try:
+                with open(tmp_npy, "wb") as f:
+                    np.save(f, emb, allow_pickle=False)
+                algo = default_checksum_algorithm()
+                tmp_meta.write_text(json.dumps({**full, "algorithm": algo, "checksum": file_checksum(tmp_npy, algo),
+                                                "shape": list(emb.shape)}, default=str), encoding="utf-8")
+                os.replace(tmp_npy, npy)
+                os.replace(tmp_meta, meta)
+            finally:
+                tmp_npy.unlink(missing_ok=True)
+                tmp_meta.unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning("cannot write the dense cache under %s (%s); set SEARCHGYM_CACHE to a writable "
+                        "directory (or SEARCHGYM_CACHE=off)", root, exc)
+    return emb
