@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "searchgym.agents.commands",          # rollout / eval
     "searchgym.diversity.commands",       # analyze
     "searchgym.train.commands",           # squeeze / sft / rl
+    "searchgym.integrations.commands",    # serve-openenv
 )
 
 

@@ -1,0 +1,45 @@
+"""``searchgym serve-openenv``: serve the environment over OpenEnv's HTTP/WebSocket protocol."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    @app.command("serve-openenv")
+    def serve_openenv_cmd(
+        host: Annotated[str, typer.Option("--host", help="Interface to bind (loopback by default; 0.0.0.0 "
+                                          "exposes the env to the network).")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", help="TCP port.", min=1, max=65535)] = 8000,
+        corpus: Annotated[Optional[str], typer.Option(  # noqa: UP045 - typer needs Optional on 3.10
+            "--corpus", help="Corpus file or index directory (default: the embedded world).")] = None,
+        dataset: Annotated[Optional[str], typer.Option(  # noqa: UP045
+            "--dataset", help="World split name or QA file (default: the world's --split).")] = None,
+        split: Annotated[str, typer.Option("--split", help="World split when --dataset is not given.")] = "train",
+        retriever: Annotated[Optional[str], typer.Option(  # noqa: UP045
+            "--retriever", help="bm25 | dense | hybrid | http://host:port/retrieve (default: bm25).")] = None,
+        top_k: Annotated[int, typer.Option("--top-k", help="Passages per search.", min=1)] = 3,
+        max_turns: Annotated[int, typer.Option("--max-turns", help="Searches per episode.", min=0)] = 4,
+        max_sessions: Annotated[int, typer.Option("--max-sessions", help="Concurrent WebSocket sessions.",
+                                                  min=1)] = 64,
+    ) -> None:
+        """Serve the search environment to OpenEnv clients (TRL, SkyRL, verifiers, GenericEnvClient)."""
+        from rich.console import Console
+
+        from searchgym.errors import SearchGymError
+
+        console = Console(stderr=True)
+        try:
+            from searchgym.integrations.openenv import create_app
+
+            web = create_app(corpus, dataset, split=split, retriever=retriever, top_k=top_k, max_turns=max_turns,
+                             max_concurrent_envs=max_sessions)
+        except (SearchGymError, ImportError) as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2) from None
+        import uvicorn
+
+        console.print(f"OpenEnv search environment on http://{host}:{port} (WebSocket /ws, /health, /schema)")
+        uvicorn.run(web, host=host, port=port, log_level="warning")
