@@ -91,8 +91,9 @@ _SEARCH_ARG_KEYS = ("query", "queries", "query_list", "q", "search_query", "sear
 _ANSWER_TOOLS = ("finish", "answer", "submit_answer", "final_answer", "submit")
 
 _STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
-_REACT_RE = (r"\b(?P<act>[Aa]ction)(?:[ \t]*\d+)?[ \t]*:|\b(?P<obs>[Oo]bservation)(?:[ \t]*\d+)?[ \t]*:"
-             r"|\b(?P<th>[Tt]hought)(?:[ \t]*\d+)?[ \t]*:")
+# ReAct keywords count only at a line start (a retrieved text may say "action:")
+_REACT_RE = (r"(?<![^\n])[ \t]*(?:(?P<act>[Aa]ction)|(?P<obs>[Oo]bservation)|(?P<th>[Tt]hought))"
+             r"(?:[ \t]*\d+)?[ \t]*:")
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _DOC_TITLE = re.compile(r"Doc \d+[ \t]*\([ \t]*Title:[ \t]*")
 _JSON_TITLE = re.compile(r'"title"[ \t]*:[ \t]*"')
@@ -100,7 +101,7 @@ _ASSISTANT = re.compile(r"<\|im_start\|>assistant|<\|start_header_id\|>assistant
 _QUESTION_LINE = re.compile(r"[ \t]*Question(?:[ \t]*\d+)?[ \t]*:[ \t]*")
 _TRIAL = re.compile(r"\b(trial|attempt|round|iteration)\b[ \t#:=\-]*(\d+)", re.IGNORECASE)
 _QWORD = re.compile(r"question[ \t]*:", re.IGNORECASE)
-_REACT_ACTION_LINE = re.compile(r"\bAction(?:[ \t]*\d+)?[ \t]*:[ \t]*[A-Za-z_]+\[")
+_REACT_ACTION_LINE = re.compile(r"(?<![^\n])[ \t]*Action(?:[ \t]*\d+)?[ \t]*:[ \t]*[A-Za-z_]+\[")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -233,6 +234,7 @@ class _Call:
     queries: list[str] | None      # None: malformed
     call_id: str | None = None
     other: bool = False            # a non-search tool/action
+    issued: bool = False           # known to be issued without an observation (a user-named query field)
 
 
 @dataclass
@@ -261,7 +263,7 @@ class _Assembler:
         if self.done:
             return
         self.n_obs += 1
-        self.turns[-1].obs.append((text, call_id))
+        self.turns[-1].obs.append((_obs_text(text), call_id))
 
     def finish(self, answer: str | None) -> None:
         if not self.done:
@@ -285,7 +287,15 @@ class _Assembler:
                 continue
             if not turn.obs:
                 for c in good:
-                    pending.extend((q, ti, c.grammar) for q in c.queries)
+                    if c.issued:
+                        for q in c.queries:
+                            ep.queries.append(q)
+                            ep.turns.append(ti)
+                            ep.evidence.append([])
+                            ep.titles.append([])
+                            stats.grammars[c.grammar] += 1
+                    else:
+                        pending.extend((q, ti, c.grammar) for q in c.queries)
                 continue
             ids = {i for _, i in turn.obs if i is not None}
             if ids:
@@ -317,8 +327,7 @@ class _Assembler:
                 for q, ev in zip(c.queries, per_q):
                     ep.queries.append(q)
                     ep.turns.append(ti)
-                    evid = [_obs_text(b) for b in ev]
-                    ep.evidence.append(evid)
+                    ep.evidence.append(list(ev))
                     ep.titles.append([t for b in ev for t in doc_titles(b)])
                     stats.grammars[c.grammar] += 1
         return ep, pending
@@ -333,6 +342,11 @@ def _split_block(text: str, n: int) -> list[str] | None:
 def _obs_text(block: str) -> str:
     """The text of an observation: a JSON ``{"result": …}`` tool response is unwrapped."""
     s = block.strip()
+    for o, c in OBS_TAGS:
+        if s.startswith(o):
+            s = s[len(o):]
+            s = (s.removesuffix(c)).strip()
+            break
     if s[:1] == "{" and '"result"' in s[:20]:
         try:
             obj = json.loads(s)
@@ -409,6 +423,7 @@ def scan_text(text: str, asm: _Assembler, *, query_tags: tuple[tuple[str, str], 
     i = 0
     react_obs_start = -1
     names = grammar_names or {}
+    next_tok: dict[str, int] = {}
 
     def end_react_obs(at: int) -> None:
         nonlocal react_obs_start
@@ -451,10 +466,15 @@ def scan_text(text: str, asm: _Assembler, *, query_tags: tuple[tuple[str, str], 
             continue
         if kind == "oopen":
             end_react_obs(s)
-            j = i + 1
-            while j < n and toks[j][2] != close:
-                j += 1
-            if j < n:
+            # index of the next token that is this close tag; cached per tag, moves only forward
+            j = next_tok.get(close, i + 1)
+            if 0 <= j <= i:
+                j = i + 1
+            if j >= 0:
+                while j < n and toks[j][2] != close:
+                    j += 1
+                next_tok[close] = j if j < n else -1
+            if 0 <= j < n:
                 asm.obs(text[e:toks[j][0]])
                 i = j + 1
                 continue
@@ -703,7 +723,8 @@ def _lookup(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
     return None, None
 
 
-def _number(v: Any, what: str) -> float | None:
+def _number(v: Any, what: str, *, strict: bool = False) -> float | None:
+    """A reward-like number; ``strict`` refuses numeric strings (searchgym's own schema)."""
     if v is None:
         return None
     if isinstance(v, dict):  # e.g. verl {"score": .., "acc": ..}
@@ -714,7 +735,7 @@ def _number(v: Any, what: str) -> float | None:
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
         return float(v)
-    if isinstance(v, str):
+    if isinstance(v, str) and not strict:
         try:
             f = float(v)
         except ValueError:
@@ -1008,13 +1029,13 @@ def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _
         if not all(isinstance(q, str) for q in val):
             raise TrajectoryFormatError(f"text field {tf!r} must be a list of strings")
         for q in val:
-            asm.call(_Call("list", [q.strip()] if q.strip() else None))
+            asm.call(_Call("list", [q.strip()] if q.strip() else None, issued=True))
     elif isinstance(val, str):
         scan_text(val, asm, query_tags=opts.query_tags, grammar_names=opts.names)
         if not any(t.calls for t in asm.turns) and not asm.n_obs:
             s = val.strip()
             if s and "\n" not in s:
-                asm.call(_Call("field", [s]))
+                asm.call(_Call("field", [s], issued=True))
             elif s:
                 stats.skipped_reasons["text field without any search call"] += 1
     else:
@@ -1026,6 +1047,10 @@ def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts:
                      default_step: int | None) -> _Parsed:
     from searchgym.trajectory import Trajectory
 
+    # checked here as well as by Trajectory.from_dict, so that older schema code cannot let them through
+    _step(obj.get("policy_step"), "'policy_step'")
+    for k in ("reward", "em", "f1"):
+        _number(obj.get(k), f"{k!r}", strict=True)
     tr = Trajectory.from_dict(obj)
     ep = Episode(queries=[], step=tr.policy_step, question=tr.question, question_id=tr.question_id,
                  reward=float(tr.reward), success=bool(tr.em), episode_id=str(tr.episode_id),
