@@ -40,9 +40,11 @@ def test_analyze_runs_summary_shape_and_values(tmp_path):
     series = run["series"]
     assert [s["step"] for s in series] == [0, 1, 2]
     assert set(series[0]["levels"]) == {"string", "slot", "content", "pos"}
-    # step 2 collapsed onto "<E> author": one slot template, two strings
+    # step 2 collapsed onto "<E> author": one slot template, two strings (plug-in over the step's queries);
+    # the series entropies are taken at one n for every step of every run
     assert series[2]["levels"]["slot"]["entropy"] == 0.0
-    assert series[2]["levels"]["string"]["entropy"] == pytest.approx(math.log(2))
+    assert series[2]["levels"]["string"]["entropy_all"] == pytest.approx(math.log(2))
+    assert {s["levels"]["slot"]["n"] for s in series} == {summary["meta"]["series_n"]["slot"]}
     assert series[0]["levels"]["slot"]["entropy"] > series[2]["levels"]["slot"]["entropy"]
     # pass@k at the last step: Q1 2/2 correct, Q2 1/2 correct
     pk = run["policy"]["pass_at_k"]
@@ -87,7 +89,10 @@ def test_analyze_cli_end_to_end(tmp_path):
     summary = json.loads((out / "summary.json").read_text())
     assert set(summary["runs"]) == {"rl_run", "sft_run"}
     assert "series" in summary["runs"]["rl_run"] and "series" not in summary["runs"]["sft_run"]
-    assert summary["runs"]["sft_run"]["levels"]["slot"]["entropy"] == pytest.approx(math.log(4))
+    assert summary["runs"]["sft_run"]["levels"]["slot"]["entropy_all"] == pytest.approx(math.log(4))
+    # compared at one n: the smaller run's size
+    n = min(r["n_queries"] for r in summary["runs"].values())
+    assert {r["levels"]["slot"]["n"] for r in summary["runs"].values()} == {n}
     for png in out.glob("*.png"):
         _check_png(png)
     assert (out / "top_templates_sft_run.png").exists()
@@ -120,9 +125,9 @@ def test_semantic_level_in_offline_analysis(tmp_path):
                            embedder=_letters, n_boot=10, plots=False)
     run = summary["runs"]["verl_rollouts"]
     # identical queries share a cluster, so there are fewer clusters than queries but more than one
-    assert 2 <= run["levels"]["semantic"]["n_templates"] < run["queries"]
+    assert 2 <= run["levels"]["semantic"]["n_templates"] < run["n_queries"]
     assert run["series"][2]["levels"]["semantic"]["n_templates"] <= 2
-    assert 1.0 <= run["embedding"]["vendi_score"] <= run["queries"]
+    assert 1.0 <= run["embedding"]["vendi_score"] <= run["n_queries"]
     assert run["embedding"]["chamfer_distance"] >= 0.0
 
 

@@ -1,19 +1,30 @@
-"""Offline analysis of runs: ``analyze_runs(paths, out_dir)`` -> summary dict + report files.
+"""Offline analysis of runs: ``analyze_runs(runs_or_paths, out_dir)`` -> summary dict + report files.
 
+Every figure comes from the one analysis core (``searchgym.diversity.core``), under the core's field names.
 Writes into ``out_dir``:
 
-* ``summary.json`` - ``{"runs": {RUN: {"levels": {LEVEL: {"entropy", "effective_number", "top1_mass", …}},
-  "series": [{"step", "levels": {LEVEL: {…}}, …}], "text", "moves", "process", "policy",
-  "top_templates"}}, "comparisons": {…}, "meta": {…}}``. ``series`` is there when the run has steps.
-  NaN values are written as ``null``.
+* ``summary.json`` - ``{"runs": {RUN: {"label", "format", "n_episodes", "n_queries", "n_malformed",
+  "warnings": [str], "warning_counts", "question_copy_rate", "malformed_share", "off_task_share",
+  "grounded_share", "sources", "strategy": {"distribution", "entropy", "entropy_ci", "hill", "mi_question",
+  …}, "levels": {LEVEL: {"n", "entropy", "entropy_ci", "hill": {"0", "1", "2"}, "hill_ci",
+  "mi_question", "within_question_entropy", …}}, "well_formed": {"n_queries", "share", "strategy",
+  "levels"}, "series": [...], "process", "text", "moves", "policy", "sequences"}}, "comparisons",
+  "meta": {"n": {BLOCK: size}, "ci_method", "mi_method", "definitions", …}}``. NaN is written as ``null``.
 * ``report.md`` (PNG files next to it) and ``report.html`` (self-contained, PNGs embedded in base64).
-* PNG plots: ``entropy_vs_step.png``, ``top_templates_<run>.png``, ``moves.png``,
-  ``reward_vs_entropy.png``, ``pass_at_k.png`` (each only when the runs have the data for it).
+* PNG plots: ``entropy_vs_step.png``, ``strategy.png``, ``top_templates_<run>.png``, ``moves.png``,
+  ``reward_vs_entropy.png``, ``pass_at_k.png`` (each only when the runs have the data for it; no trend plot
+  and no law fit for a run whose steps hold a single point).
 
-Within-question values use the K rollouts of one question (at one step); across-question values pool
-all queries. Runs are compared at equal sample size (rarefied entropy) with bootstrap CIs, and by the
-Jensen-Shannon divergence of their template distributions. Success for pass@k is ``em`` for searchgym
-trajectories and ``reward >= success_threshold`` (default 1.0) for other formats.
+Runs are compared at equal sample size: the entropy and Hill numbers of a block (a template level, the
+strategy classes, and each over well-formed queries) are taken at the smallest query count any run has
+there (``meta.n``), the step series at the smallest per-step count. Plug-in figures over all queries are
+kept apart and marked as such.
+
+Why the CIs of the implementation before this one excluded their estimates: its estimate was the mean of
+subsamples drawn without replacement, its bootstrap replicates drew with replacement (duplicates lower a
+plug-in entropy, so the replicates sat below the estimate), the basic-bootstrap reflection then moved the
+interval above the estimate, and only its upper end was clipped to ln n, so low > high happened. Now the
+replicates are re-centred on the estimate and the interval is built to contain it (``metrics.CI_METHOD``).
 """
 
 from __future__ import annotations
@@ -24,7 +35,7 @@ import json
 import math
 import os
 import tempfile
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,14 +43,19 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
-from searchgym.diversity.moves import MOVES, ctar, episode_moves, transition_matrix
+from searchgym.diversity.core import (
+    DEFINITIONS,
+    Labels,
+    RunStats,
+    label_episodes,
+    run_stats,
+    subset_sizes,
+)
+from searchgym.diversity.moves import MOVES
 from searchgym.diversity.readers import Episode, Run, read_run
+from searchgym.diversity.strategy import GROUNDED, STRATEGIES
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize
 from searchgym.errors import ConfigError
-
-LEVEL_KEYS = ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number", "inverse_simpson",
-              "top1_mass", "top5_mass", "n_templates", "rank_beta", "n")
-
 
 # ---------------------------------------------------------------------------------------------------
 # analysis
@@ -65,6 +81,7 @@ def _atomic_write(path: Path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -72,139 +89,57 @@ def _atomic_write(path: Path, data: bytes | str) -> None:
         raise
 
 
-class _RunAnalysis:
-    """Templates, moves and per-group indices of one run."""
-
-    def __init__(self, run: Run, templater: Templater, levels: Sequence[str], clusterer: Any = None,
-                 success_threshold: float = 1.0):
-        self.run = run
-        self.levels = list(levels)
-        text_levels = [lv for lv in levels if lv in TEXT_LEVELS]
-        self.templates: dict[str, list[list[str]]] = {lv: [] for lv in levels}  # per episode
-        self.moves: list[list[str]] = []
-        self.ctars: list[float] = []
-        self.yields: list[float] = []
-        self.dups: list[float] = []
-        for ep in run.episodes:
-            seen: list[str] = []
-            per: dict[str, list[str]] = {lv: [] for lv in text_levels}
-            for i, q in enumerate(ep.queries):
-                tpl = templater.templates(q, text_levels, question=ep.question, retrieved_titles=tuple(seen))
-                for lv, t in tpl.items():
-                    per[lv].append(t)
-                if i < len(ep.titles):
-                    seen.extend(ep.titles[i])
-            for lv in text_levels:
-                self.templates[lv].append(per[lv])
-            ev = ep.evidence if ep.evidence and len(ep.evidence) == len(ep.queries) else None
-            has_ev = ev is not None and any(ev)
-            self.moves.append(episode_moves(ep.queries, ev if has_ev else None, question=ep.question))
-            if has_ev:
-                self.ctars.extend(x for x in ctar(ep.queries, ev) if not math.isnan(x))
-            if ep.doc_ids and any(ep.doc_ids):
-                y = M.new_document_yield(ep.doc_ids)
-                if not math.isnan(y):
-                    self.yields.append(y)
-            if ep.queries:
-                self.dups.append(M.duplicate_query_rate(ep.queries))
-        if "semantic" in levels:
-            flat = [normalize(q) for ep in run.episodes for q in ep.queries]
-            labels = clusterer.cluster(flat) if flat else []
-            i = 0
-            for ep in run.episodes:
-                self.templates["semantic"].append(labels[i:i + len(ep.queries)])
-                i += len(ep.queries)
-        self.success = [
-            (ep.success if ep.success is not None else
-             (ep.reward is not None and ep.reward >= success_threshold - 1e-9)) for ep in run.episodes]
-
-    def flat(self, level: str, idx: Iterable[int] | None = None) -> list[str]:
-        eps = self.templates[level]
-        rng = range(len(eps)) if idx is None else idx
-        return [t for i in rng for t in eps[i]]
-
-    def steps(self) -> list[int]:
-        return sorted({e.step for e in self.run.episodes if e.step is not None})
-
-    def by_step(self) -> dict[int, list[int]]:
-        d: dict[int, list[int]] = defaultdict(list)
-        for i, e in enumerate(self.run.episodes):
-            if e.step is not None:
-                d[e.step].append(i)
-        return dict(d)
-
-    def groups(self, idx: Iterable[int]) -> dict[Any, list[int]]:
-        """Episodes grouped by (step, question)."""
-        d: dict[Any, list[int]] = defaultdict(list)
-        for i in idx:
-            e = self.run.episodes[i]
-            d[(e.step, e.question_id or e.question)].append(i)
-        return dict(d)
+def _label(run: Run) -> str:
+    return getattr(run, "label", None) or run.name
 
 
-def _level_stats(ra: _RunAnalysis, level: str, idx: list[int] | None = None) -> dict[str, float]:
-    items = ra.flat(level, idx)
-    if not items:
-        return {}
-    st = M.template_stats(items)
-    out = {k: float(st[k]) for k in LEVEL_KEYS}
-    idx_all = list(range(len(ra.run.episodes))) if idx is None else idx
-    groups = ra.groups(idx_all)
-    if any(k[1] is not None for k in groups):
-        all_by_q = {g: [t for i in ii for t in ra.templates[level][i]] for g, ii in groups.items()}
-        first_by_q = {g: [ra.templates[level][i][0] for i in ii if ra.templates[level][i]]
-                      for g, ii in groups.items()}
-        wa = M.within_across(all_by_q, M.entropy)
-        out["within_question_entropy"] = wa["within"]
-        out["first_query_within_entropy"] = M.within_across(first_by_q, M.entropy)["within"]
-        firsts = [v[0] for v in first_by_q.values() if v]
-        out["first_query_across_entropy"] = M.entropy(firsts) if firsts else float("nan")
+def _step_sizes(lab: Labels) -> dict[str, int]:
+    """The smallest per-step query count of each block of a run (only steps with queries)."""
+    per: dict[Any, list[int]] = {}
+    for i, e in enumerate(lab.ep_of):
+        s = lab.step_of_ep[e]
+        if s is not None:
+            per.setdefault(s, []).append(i)
+    out: dict[str, int] = {}
+    for idx in per.values():
+        g = sum(1 for i in idx if lab.strategy[i] in GROUNDED)
+        for key, size in (("strategy", len(idx)), ("well_formed/strategy", g),
+                          *((lv, len(idx)) for lv in lab.levels), *(("well_formed/" + lv, g) for lv in lab.levels)):
+            if size > 0:
+                out[key] = min(out.get(key, size), size)
     return out
 
 
-def _pass_curves(ra: _RunAnalysis) -> dict[str, Any] | None:
-    idx = list(range(len(ra.run.episodes)))
-    steps = ra.steps()
-    chosen_step = None
-    if steps:
-        by = ra.by_step()
-        for s in reversed(steps):  # the last step with repeated questions
-            g = ra.groups(by[s])
-            if any(len(v) >= 2 for k, v in g.items() if k[1] is not None):
-                idx, chosen_step = by[s], s
-                break
-    groups = {k: v for k, v in ra.groups(idx).items() if k[1] is not None and len(v) >= 2}
-    if not groups:
-        return None
-    nmin = min(len(v) for v in groups.values())
-    results = [(len(v), sum(1 for i in v if ra.success[i])) for v in groups.values()]
-    ks = sorted({k for k in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024] if k <= nmin} | {nmin})
-    return {"step": chosen_step, "n_questions": len(results), "samples_min": nmin, "k": ks,
-            "pass_at_k": [M.mean_pass_at_k(results, k) for k in ks],
-            "pass_hat_k": [M.mean_pass_hat_k(results, k) for k in ks],
-            "cover_at_0.5": M.cover_at(results, 0.5)}
+def _min_sizes(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for d in dicts:
+        for k, v in d.items():
+            if v > 0:
+                out[k] = min(out.get(k, v), v)
+    return out
 
 
-def _run_summary(ra: _RunAnalysis, *, clusterer: Any, seed: int) -> dict[str, Any]:
-    run = ra.run
-    queries = [q for e in run.episodes for q in e.queries]
-    out: dict[str, Any] = {"path": run.path, "format": run.fmt, "episodes": len(run.episodes),
-                           "queries": len(queries)}
-    out["levels"] = {lv: _level_stats(ra, lv) for lv in ra.levels}
-    out["top_templates"] = {
-        lv: [[t, int(n)] for t, n in sorted(Counter(ra.flat(lv)).items(), key=lambda kv: (-kv[1], kv[0]))[:10]]
-        for lv in ra.levels}
-    pos_text = [" ".join(ra.templates["pos"][i]) for i in range(len(run.episodes))] if "pos" in ra.levels else []
+def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int) -> dict[str, Any]:
+    """The report-only figures the tracker does not log: self-BLEU, compression, embeddings, sequences."""
+    queries = lab.texts
+    out: dict[str, Any] = {}
+    pos = lab.levels.get("pos")
+    pos_text: list[str] = []
+    if pos is not None and len(pos) == len(queries):
+        by_ep: dict[int, list[str]] = {}
+        for i, e in enumerate(lab.ep_of):
+            by_ep.setdefault(e, []).append(pos[i])
+        pos_text = [" ".join(v) for v in by_ep.values()]
     out["text"] = {
-        "distinct_1": M.distinct_n(queries, 1) if queries else float("nan"),
-        "distinct_2": M.distinct_n(queries, 2) if queries else float("nan"),
         "self_bleu": M.self_bleu(queries, seed=seed) if len(queries) >= 2 else float("nan"),
         "compression_ratio": M.compression_ratio(queries) if queries else float("nan"),
         "compression_ratio_pos": M.compression_ratio(pos_text) if any(pos_text) else float("nan"),
     }
-    # within-question versions: over the K rollouts of each (step, question)
-    qgroups = {g: [q for i in ii for q in run.episodes[i].queries]
-               for g, ii in ra.groups(range(len(run.episodes))).items() if g[1] is not None}
+    qgroups: dict[Any, list[str]] = {}
+    for i, e in enumerate(lab.ep_of):
+        g = lab.group_of_ep[e]
+        if g is not None:
+            qgroups.setdefault(g, []).append(queries[i])
     if any(len(v) >= 2 for v in qgroups.values()):
         out["text"]["distinct_1_within"] = M.within_across(qgroups, lambda v: M.distinct_n(v, 1))["within"]
         out["text"]["distinct_2_within"] = M.within_across(qgroups, lambda v: M.distinct_n(v, 2))["within"]
@@ -221,104 +156,47 @@ def _run_summary(ra: _RunAnalysis, *, clusterer: Any, seed: int) -> dict[str, An
 
             out["embedding"]["vendi_score_within"] = M.within_across(qgroups, vendi)["within"]
     # trajectory level: distinct query sequences (at the primary template level), correct vs incorrect
-    lv = "slot" if "slot" in ra.levels else ra.levels[0]
-    seqs = [tuple(t) for t in ra.templates[lv]]
-    ok = [sq for sq, good in zip(seqs, ra.success) if good]
-    bad = [sq for sq, good in zip(seqs, ra.success) if not good]
+    lv = "slot" if "slot" in lab.levels else next(iter(lab.levels))
+    labels = lab.levels[lv] if len(lab.levels[lv]) == len(queries) else queries
+    seq_of: list[list[str]] = [[] for _ in lab.episodes]
+    for i, e in enumerate(lab.ep_of):
+        seq_of[e].append(labels[i])
+    seqs = [tuple(t) for t in seq_of]
+    succ = [bool(e.success) if e.success is not None else False for e in lab.episodes]
+    ok = [sq for sq, good in zip(seqs, succ) if good]
+    bad = [sq for sq, good in zip(seqs, succ) if not good]
     out["sequences"] = {"level": lv, "distinct": len(set(seqs)), "entropy": M.entropy(seqs) if seqs else None,
                         "distinct_correct": len(set(ok)), "distinct_incorrect": len(set(bad)),
                         "episodes_correct": len(ok), "episodes_incorrect": len(bad)}
-    flat_moves = [m for seq in ra.moves for m in seq]
-    mc = Counter(flat_moves)
-    out["moves"] = {"counts": {m: int(mc.get(m, 0)) for m in MOVES},
-                    "entropy": M.entropy(mc) if mc else float("nan"),
-                    "transitions": transition_matrix(ra.moves)}
-    out["process"] = {
-        "queries_per_episode": len(queries) / len(run.episodes) if run.episodes else float("nan"),
-        "duplicate_query_rate": float(np.mean(ra.dups)) if ra.dups else float("nan"),
-        "new_document_yield": float(np.mean(ra.yields)) if ra.yields else float("nan"),
-        "ctar": float(np.mean(ra.ctars)) if ra.ctars else float("nan"),
+    return out
+
+
+def _run_block(run: Run, lab: Labels, st: RunStats, extras: dict[str, Any]) -> dict[str, Any]:
+    d = st.to_dict()
+    rs = getattr(run, "read_stats", None)
+    block: dict[str, Any] = {
+        "label": _label(run), "path": run.path, "format": getattr(rs, "format", None) or run.fmt,
+        "n_episodes": st.n_episodes, "n_queries": st.n_queries, "n_malformed": st.n_malformed,
+        "warnings": d["warnings"], "warning_counts": d["warning_counts"],
+        "question_copy_rate": st.question_copy_rate, "malformed_share": st.malformed_share,
+        "off_task_share": st.off_task_share, "grounded_share": st.grounded_share, "sources": d["sources"],
+        "strategy": d["strategy"], "levels": d["levels"],
+        "well_formed": {**d["well_formed"], "malformed_share": st.malformed_share,
+                        "off_task_share": st.off_task_share},
+        "process": d["process"], "moves": d["moves"], "policy": d["policy"],
+        "episodes": st.n_episodes, "queries": st.n_queries,  # (names of the previous summary)
     }
-    rewards = [e.reward for e in run.episodes if e.reward is not None]
-    policy: dict[str, Any] = {"reward_mean": float(np.mean(rewards)) if rewards else float("nan"),
-                              "success_rate": float(np.mean(ra.success)) if ra.success else float("nan")}
-    te = [e.token_entropy for e in run.episodes if e.token_entropy is not None]
-    if te:
-        policy.update(M.token_entropy_summary(te))
-    curves = _pass_curves(ra)
-    if curves:
-        policy["pass_at_k"] = curves
-    out["policy"] = policy
-
-    if run.has_steps:
-        series = []
-        law_h, law_r = [], []
-        law_level = "slot" if "slot" in ra.levels else ra.levels[0]
-        for s, idx in sorted(ra.by_step().items()):
-            item: dict[str, Any] = {"step": int(s), "episodes": len(idx),
-                                    "levels": {lv: _level_stats(ra, lv, idx) for lv in ra.levels}}
-            rw = [run.episodes[i].reward for i in idx if run.episodes[i].reward is not None]
-            if rw:
-                item["reward_mean"] = float(np.mean(rw))
-            ent = [run.episodes[i].token_entropy for i in idx if run.episodes[i].token_entropy is not None]
-            if ent:
-                item["token_entropy_mean"] = float(np.mean(ent))
-            h = item.get("token_entropy_mean", item["levels"][law_level].get("entropy"))
-            if rw and h is not None:
-                law_h.append(h)
-                law_r.append(item["reward_mean"])
-            series.append(item)
-        out["series"] = series
-        fit = M.fit_entropy_law(law_h, law_r)
-        fit["entropy"] = "token" if te else f"template:{law_level}"
-        out["policy"]["entropy_law"] = fit
-        out["policy"]["entropy_law_points"] = [[h, r] for h, r in zip(law_h, law_r)]
-    return out
-
-
-def _rarefied_ci(items: list[str], n: int, est: float, *, n_boot: int, seed: int,
-                 alpha: float = 0.05) -> tuple[float, float]:
-    """Basic-bootstrap CI of the rarefied entropy: each replicate resamples the run with replacement and
-    keeps n of the draws; the interval is reflected around ``est`` (see ``metrics.bootstrap_ci``)."""
-    rng = np.random.default_rng(seed)
-    arr = np.asarray(items, dtype=object)
-    vals = [M.entropy(arr[rng.integers(0, len(arr), n)].tolist()) for _ in range(n_boot)]
-    if not vals:
-        return float("nan"), float("nan")
-    q_lo, q_hi = np.quantile(vals, [alpha / 2, 1 - alpha / 2])
-    return max(0.0, 2 * est - q_hi), min(math.log(n), 2 * est - q_lo)  # entropy of n items <= log n
-
-
-def _comparisons(analyses: list[_RunAnalysis], levels: Sequence[str], *, n_boot: int, seed: int) -> dict:
-    names = [a.run.name for a in analyses]
-    out: dict[str, Any] = {"js_divergence": {}, "novelty": {}, "rarefied": {}}
-    for lv in levels:
-        flats = {a.run.name: a.flat(lv) for a in analyses}
-        js = {}
-        nov = {}
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                js[f"{a} vs {b}"] = M.js_divergence(Counter(flats[a]), Counter(flats[b]))
-            for b in names:
-                if a != b:
-                    nov[f"{a} vs {b}"] = M.novelty(Counter(flats[a]), Counter(flats[b]))
-        out["js_divergence"][lv] = js
-        out["novelty"][lv] = nov
-        sizes = [len(v) for v in flats.values() if v]
-        if not sizes:
-            continue
-        n = min(sizes)
-        rar = {"n": n}
-        for name, items in flats.items():
-            if len(items) < n or n < 2:
-                continue
-            est = M.rarefied(M.entropy, items, n, seed=seed)
-            lo, hi = _rarefied_ci(items, n, est, n_boot=n_boot, seed=seed)
-            rar[name] = {"entropy": est,
-                         "effective_number": M.rarefied(M.effective_number, items, n, seed=seed),
-                         "entropy_ci": [lo, hi]}
-        out["rarefied"][lv] = rar
-    return out
+    block["text"] = {**d["text"], **extras.get("text", {})}
+    if "embedding" in extras:
+        block["embedding"] = extras["embedding"]
+    block["sequences"] = extras["sequences"]
+    block["top_templates"] = {lv: v["top"] for lv, v in d["levels"].items()}
+    if rs is not None:
+        block["read_stats"] = {k: getattr(rs, k) for k in ("format", "episodes", "queries", "malformed",
+                                                          "skipped_lines") if hasattr(rs, k)}
+    if d["series"]:
+        block["series"] = d["series"]
+    return block
 
 
 def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (),
@@ -335,36 +213,83 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
 
         clusterer = SemanticClusterer(embedder, threshold=semantic_threshold)
     templater = Templater(titles, entity_types=entity_types)
-    analyses = [_RunAnalysis(r, templater, levels, clusterer, success_threshold) for r in runs]
+    semantic = clusterer.cluster if clusterer is not None else None
+    labs = [label_episodes(r.episodes, templater=templater, levels=levels, semantic=semantic) for r in runs]
+    n = _min_sizes(subset_sizes(lab) for lab in labs)
+    series_n = _min_sizes(_step_sizes(lab) for lab in labs)
     summary: dict[str, Any] = {"runs": {}}
-    for a in analyses:
-        summary["runs"][a.run.name] = _run_summary(a, clusterer=clusterer, seed=seed)
-    summary["comparisons"] = _comparisons(analyses, levels, n_boot=n_boot, seed=seed)
-    summary["meta"] = {"levels": levels, "success_threshold": success_threshold, "n_boot": n_boot, "seed": seed}
+    for run, lab in zip(runs, labs):
+        st = run_stats(lab, n=n, series_n=series_n, n_boot=n_boot, seed=seed,
+                       read_stats=getattr(run, "read_stats", None), success_threshold=success_threshold)
+        summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed))
+    summary["comparisons"] = _comparisons(runs, labs, levels)
+    summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
+                       "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
+                       "strategies": list(STRATEGIES), "definitions": DEFINITIONS}
     return _clean(summary)
 
 
-def _unique_names(runs: list[Run]) -> None:
+def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[str]) -> dict[str, Any]:
+    """Jensen-Shannon divergence and template novelty between runs (template distributions over all
+    queries: these compare distributions, not counts of distinct templates)."""
+    names = [_label(r) for r in runs]
+    out: dict[str, Any] = {"js_divergence": {}, "novelty": {}}
+    for lv in [*levels, "strategy"]:
+        flats = {nm: (lab.strategy if lv == "strategy" else lab.levels.get(lv, [])) for nm, lab in zip(names, labs)}
+        js, nov = {}, {}
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                js[f"{a} vs {b}"] = M.js_divergence(Counter(flats[a]), Counter(flats[b]))
+            for b in names:
+                if a != b:
+                    nov[f"{a} vs {b}"] = M.novelty(Counter(flats[a]), Counter(flats[b]))
+        out["js_divergence"][lv] = js
+        out["novelty"][lv] = nov
+    return out
+
+
+def _unique_labels(runs: list[Run]) -> None:
     seen: Counter = Counter()
     for r in runs:
-        seen[r.name] += 1
-        if seen[r.name] > 1:
-            r.name = f"{r.name}-{seen[r.name]}"
+        lab = _label(r)
+        seen[lab] += 1
+        if seen[lab] > 1:
+            new = f"{lab}-{seen[lab]}"
+            if getattr(r, "label", None):
+                r.label = new  # type: ignore[attr-defined]
+            r.name = new
 
 
-def analyze_runs(paths: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *, fmt: str = "auto",
-                 text_field: str | None = None, step_field: str | None = None,
-                 question_field: str | None = None, reward_field: str | None = None,
-                 levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (), embedder: Any = None,
-                 success_threshold: float = 1.0, n_boot: int = 200, seed: int = 0,
-                 plots: bool = True) -> dict[str, Any]:
-    """Read the runs, analyse them, write ``summary.json``, ``report.md``, ``report.html`` and the PNGs
-    into ``out_dir``; return the summary dict."""
-    if not paths:
+def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str | os.PathLike, *,
+                 fmt: str = "auto", labels: Sequence[str | None] | None = None, text_field: str | None = None,
+                 step_field: str | None = None, question_field: str | None = None,
+                 reward_field: str | None = None, levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (),
+                 embedder: Any = None, success_threshold: float = 1.0, n_boot: int = 200, seed: int = 0,
+                 plots: bool = True, **reader_kw: Any) -> dict[str, Any]:
+    """Analyse runs and write ``summary.json``, ``report.md``, ``report.html`` and the PNGs into ``out_dir``;
+    return the summary dict.
+
+    ``runs_or_paths``: ``Run`` objects already read (their ``label`` and ``read_stats`` are used when they
+    have them) or run paths, read with ``read_run(path, fmt, ...)``; ``labels`` names them (default: the file
+    name), shown whole in every table.
+    """
+    if not runs_or_paths:
         raise ConfigError("analyze needs at least one run path")
-    runs = [read_run(p, fmt, text_field=text_field, step_field=step_field, question_field=question_field,
-                     reward_field=reward_field) for p in paths]
-    _unique_names(runs)
+    runs: list[Run] = []
+    for i, item in enumerate(runs_or_paths):
+        if isinstance(item, Run) or hasattr(item, "episodes"):
+            run = item  # type: ignore[assignment]
+        else:
+            kw = {k: v for k, v in (("text_field", text_field), ("step_field", step_field),
+                                    ("question_field", question_field), ("reward_field", reward_field))
+                  if v is not None}
+            run = read_run(item, fmt, **kw, **reader_kw)
+        if labels is not None and i < len(labels) and labels[i]:
+            run.name = str(labels[i])
+            if hasattr(run, "label"):
+                run.label = str(labels[i])  # type: ignore[attr-defined]
+        runs.append(run)  # type: ignore[arg-type]
+    _unique_labels(runs)
     summary = analyze(runs, levels=levels, titles=titles, embedder=embedder,
                       success_threshold=success_threshold, n_boot=n_boot, seed=seed)
     out = Path(out_dir)
@@ -389,6 +314,11 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:80]
 
 
+def _trend_runs(runs: dict[str, Any]) -> dict[str, Any]:
+    """Runs whose series has at least two points (a single point draws no trend)."""
+    return {n: r for n, r in runs.items() if len(r.get("series") or []) >= 2}
+
+
 def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     """Write the PNG plots; return {title: file name}."""
     import matplotlib
@@ -405,25 +335,50 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         tmp = out / f".{fname}.tmp.png"
         fig.savefig(tmp, dpi=80, format="png")  # fixed layouts: "tight" boxes cost a redraw
         plt.close(fig)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
         images[title] = fname
 
-    stepped = {n: r for n, r in runs.items() if r.get("series")}
+    stepped = _trend_runs(runs)
     if stepped:
-        fig, axes = plt.subplots(len(levels), 2, figsize=(10, 2.6 * len(levels)), squeeze=False)
-        for row, lv in enumerate(levels):
-            for col, key in enumerate(("entropy", "effective_number")):
+        rows = [*levels, "strategy"]
+        fig, axes = plt.subplots(len(rows), 2, figsize=(10, 2.6 * len(rows)), squeeze=False)
+        sn = summary.get("meta", {}).get("series_n", {})
+        for row, lv in enumerate(rows):
+            for col, key in enumerate(("entropy", "mi_question")):
                 ax = axes[row][col]
                 for name, r in stepped.items():
-                    xs = [s["step"] for s in r["series"] if s["levels"].get(lv, {}).get(key) is not None]
-                    ys = [s["levels"][lv][key] for s in r["series"] if s["levels"].get(lv, {}).get(key) is not None]
-                    ax.plot(xs, ys, marker="o", ms=3, label=name)
-                ax.set_title(f"{lv}: {key.replace('_', ' ')}", fontsize=9)
+                    pts = [(s["step"], (s["strategy"] if lv == "strategy" else s["levels"].get(lv)) or {})
+                           for s in r["series"]]
+                    pts = [(x, st.get(key)) for x, st in pts if st.get(key) is not None]
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3, label=name)
+                what = "entropy (nats)" if key == "entropy" else "MI(question; label), nats"
+                ax.set_title(f"{lv}: {what} at n={sn.get(lv, '?')} queries per step", fontsize=9)
                 ax.set_xlabel("step", fontsize=8)
                 ax.tick_params(labelsize=7)
         axes[0][0].legend(fontsize=7)
-        fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.06, hspace=0.55, wspace=0.18)
-        save(fig, "entropy_vs_step.png", "Template entropy and effective number vs step")
+        fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.06, hspace=0.6, wspace=0.18)
+        save(fig, "entropy_vs_step.png", "Entropy and question dependence vs step (equal n per step)")
+
+    with_strat = {n: r for n, r in runs.items() if (r.get("strategy") or {}).get("distribution")}
+    if with_strat:
+        fig, ax = plt.subplots(figsize=(9, 0.5 * len(with_strat) + 1.6))
+        names = list(with_strat)
+        left = np.zeros(len(names))
+        cmap = plt.get_cmap("tab10")
+        for j, c in enumerate(STRATEGIES):
+            vals = np.array([with_strat[n]["strategy"]["distribution"].get(c) or 0.0 for n in names])
+            ax.barh(range(len(names)), vals, left=left, color=cmap(j), label=c)
+            left += vals
+        ax.set_yticks(range(len(names)))
+        ax.set_yticklabels(names, fontsize=7)
+        ax.set_xlabel("share of queries", fontsize=8)
+        ax.set_xlim(0, 1)
+        ax.legend(fontsize=6.5, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.35))
+        ax.set_title("Query strategy classes", fontsize=9)
+        fig.subplots_adjust(left=0.3, right=0.98, top=0.85, bottom=0.45)
+        save(fig, "strategy.png", "Query strategy classes")
 
     lv = _primary(summary)
     for name, r in runs.items():
@@ -432,7 +387,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
             continue
         fig, ax = plt.subplots(figsize=(8, 0.35 * len(top) + 1))
         labels = [t if len(t) <= 60 else t[:57] + "..." for t, _ in top][::-1]
-        total = max(r["queries"], 1)
+        total = max(r["n_queries"], 1)
         ax.barh(range(len(top)), [n / total for _, n in top][::-1], color="#4477aa")
         ax.set_yticks(range(len(top)))
         ax.set_yticklabels(labels, fontsize=7)
@@ -458,7 +413,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         fig.subplots_adjust(bottom=0.25, left=0.08, right=0.98)
         save(fig, "moves.png", "Reformulation-move distribution")
 
-    with_law = {n: r for n, r in runs.items() if r["policy"].get("entropy_law_points")}
+    with_law = {n: r for n, r in _trend_runs(runs).items() if r["policy"].get("entropy_law_points")}
     if with_law:
         fig, ax = plt.subplots(figsize=(6, 4))
         for name, r in with_law.items():
@@ -504,56 +459,111 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str]]]]:
-    """(title, header, rows) of every table in the report."""
+def _ci(c: Any) -> str:
+    if not c or c[0] is None or c[1] is None:
+        return "–"
+    return f"[{_fmt(c[0])}, {_fmt(c[1])}]"
+
+
+_LEVEL_COLS = ("n", "entropy", "entropy_ci", "hill 0", "hill 1", "hill 2", "mi_question", "within_question_entropy")
+
+
+def _level_row(name: str, st: dict[str, Any] | None) -> list[str]:
+    if not st:
+        return [name, *(["–"] * len(_LEVEL_COLS))]
+    h = st.get("hill") or {}
+    groups = st.get("within_question_groups") or 0
+    within = f"{_fmt(st.get('within_question_entropy'))} ({groups} q)" if groups else "– (no question has ≥ 2)"
+    mi = st.get("mi_question")
+    mi_s = f"{_fmt(mi)} (k={st.get('mi_k')}, {st.get('mi_questions')} q)" if mi is not None else "–"
+    return [name, str(st.get("n")), _fmt(st.get("entropy")), _ci(st.get("entropy_ci")), _fmt(h.get("0")),
+            _fmt(h.get("1")), _fmt(h.get("2")), mi_s, within]
+
+
+Table = tuple[str, str, list[str], list[list[str]]]
+
+
+def _tables(summary: dict[str, Any]) -> list[Table]:
+    """(title, note, header, rows) of every table in the report."""
     runs = summary["runs"]
     names = list(runs)
-    levels = summary.get("meta", {}).get("levels") or list(TEXT_LEVELS)
-    tables = []
-    rows = [[n, str(r["format"]), str(r["episodes"]), str(r["queries"]),
-             _fmt(r["process"]["queries_per_episode"]), _fmt(r["policy"].get("reward_mean"))]
+    meta = summary.get("meta", {})
+    levels = meta.get("levels") or list(TEXT_LEVELS)
+    sizes = meta.get("n") or {}
+    tables: list[Table] = []
+    rows = [[n, str(r["format"]), str(r["n_episodes"]), str(r["n_queries"]), str(r["n_malformed"]),
+             _fmt(r["process"]["queries_per_episode"]), _fmt(r["question_copy_rate"]), _fmt(r["grounded_share"]),
+             _fmt(r["malformed_share"]), _fmt(r["off_task_share"]), _fmt(r["policy"].get("reward_mean"))]
             for n, r in runs.items()]
-    tables.append(("Runs", ["run", "format", "episodes", "queries", "queries/episode", "mean reward"], rows))
-    keys = ("entropy", "miller_madow_entropy", "effective_number", "inverse_simpson", "top1_mass", "top5_mass",
-            "n_templates", "rank_beta", "within_question_entropy", "first_query_within_entropy")
+    tables.append(("Runs", ("copy rate = share of queries that copy the question (content-word overlap ≥ 0.8 both "
+                   "ways); grounded = share neither malformed nor off-task; malformed = empty, over 32 words, "
+                   "markup or garbage (plus calls the reader could not parse, in the malformed column); "
+                   "off-task = names nothing and uses no word from the question or earlier evidence."),
+                   ["run", "format", "episodes", "queries", "malformed", "queries/episode", "copy rate",
+                    "grounded", "malformed share", "off-task share", "mean reward"], rows))
+    rows = [[n, str(c), w] for n in names
+            for w, c in zip(runs[n].get("warnings") or [], (runs[n].get("warning_counts") or {}).values())]
+    tables.append(("Warnings", "Signs of a wrong reading, or of figures that rest on too little (none = empty).",
+                   ["run", "count", "warning"], rows or [["–", "0", "no warnings"]]))
+    rows = [[n, *[_fmt((runs[n].get("strategy") or {}).get("distribution", {}).get(c)) for c in STRATEGIES],
+             _fmt(runs[n]["sources"].get("question")), _fmt(runs[n]["sources"].get("evidence")),
+             _fmt(runs[n]["sources"].get("neither"))] for n in names]
+    tables.append(("Query strategy classes (share of queries)",
+                   ("Strategy of each query from the question and the text retrieved earlier in its episode; "
+                   "words from: mean share of a query's content words found in the question / else in earlier "
+                   "evidence / in neither."),
+                   ["run", *STRATEGIES, "words from question", "from evidence", "from neither"], rows))
+    note_eq = ("At equal sample size n for every run (rarefied mean over draws of n queries); CI method below. "
+               "hill 0 = distinct labels, 1 = exp(entropy), 2 = inverse Simpson; mi_question = shuffle-corrected "
+               "mutual information between question and label with k samples per question; within-question "
+               "entropy = mean entropy over questions with ≥ 2 samples (count in brackets).")
+    for block, title in (("strategy", "Strategy classes"), *((lv, f"Template level `{lv}`") for lv in levels)):
+        rows = [_level_row(n, runs[n].get("strategy") if block == "strategy" else runs[n]["levels"].get(block))
+                for n in names]
+        tables.append((f"{title}: all queries, n = {sizes.get(block, '–')}", note_eq, ["run", *_LEVEL_COLS], rows))
+        rows = [_level_row(n, (runs[n]["well_formed"].get("strategy") if block == "strategy"
+                               else runs[n]["well_formed"]["levels"].get(block))) for n in names]
+        tables.append((f"{title}: well-formed, grounded queries only, n = {sizes.get('well_formed/' + block, '–')}",
+                       ("The same figures without malformed and off-task queries, so noise cannot read as "
+                       "diversity."), ["run", *_LEVEL_COLS], rows))
+    keys = ("n_queries", "n_templates", "entropy_all", "top1_mass", "top5_mass", "rank_beta",
+            "first_query_across_entropy", "first_query_within_entropy")
     for lv in levels:
         rows = [[n, *[_fmt(runs[n]["levels"].get(lv, {}).get(k)) for k in keys]] for n in names]
-        tables.append((f"Template level `{lv}` (all queries pooled; entropy in nats)", ["run", *keys], rows))
-    rar = summary.get("comparisons", {}).get("rarefied", {})
-    rows = []
-    for lv in levels:
-        r = rar.get(lv) or {}
-        for n in names:
-            if n in r:
-                ci = r[n]["entropy_ci"]
-                rows.append([lv, n, str(r["n"]), _fmt(r[n]["entropy"]), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]",
-                             _fmt(r[n]["effective_number"])])
-    if rows:
-        tables.append(("At equal sample size (rarefied; 95% bootstrap CI)",
-                       ["level", "run", "n queries", "entropy", "CI", "effective number"], rows))
+        tables.append((f"Template level `{lv}`: plug-in over all queries",
+                       ("Not comparable between runs of unequal size (n_templates and entropy_all grow with it); "
+                       "top1/top5 mass = share of queries in the 1/5 most frequent templates; rank_beta = decay "
+                       "of log frequency with rank over the top 10."), ["run", *keys], rows))
     js = summary.get("comparisons", {}).get("js_divergence", {})
-    rows = [[lv, pair, _fmt(v)] for lv in levels for pair, v in (js.get(lv) or {}).items()]
+    rows = [[lv, pair, _fmt(v)] for lv in [*levels, "strategy"] for pair, v in (js.get(lv) or {}).items()]
     if rows:
-        tables.append(("Jensen-Shannon divergence between runs (nats, max ln 2 = 0.693)",
+        tables.append(("Jensen-Shannon divergence between runs",
+                       "JS divergence (nats, max ln 2 = 0.693) between the label distributions of two runs.",
                        ["level", "runs", "JS"], rows))
     tkeys = ("distinct_1", "distinct_2", "self_bleu", "compression_ratio", "compression_ratio_pos",
              "distinct_2_within", "self_bleu_within")
-    tables.append(("Text diversity", ["run", *tkeys], [[n, *[_fmt(runs[n]["text"].get(k)) for k in tkeys]]
-                                                       for n in names]))
+    tables.append(("Text diversity", ("distinct-n = unique n-grams / all n-grams; self-BLEU = mean BLEU of each "
+                   "query against the others (lower = more diverse); compression ratio = size / gzip size "
+                   "(higher = more repetitive); _within = mean over questions with ≥ 2 samples."),
+                   ["run", *tkeys], [[n, *[_fmt(runs[n]["text"].get(k)) for k in tkeys]] for n in names]))
     if any("embedding" in r for r in runs.values()):
         ekeys = ("mean_pairwise_distance", "chamfer_distance", "vendi_score", "vendi_score_within")
-        tables.append(("Embedding diversity", ["run", *ekeys],
-                       [[n, *[_fmt(runs[n].get("embedding", {}).get(k)) for k in ekeys]] for n in names]))
+        tables.append(("Embedding diversity", ("mean pairwise cosine distance; chamfer = mean distance to the "
+                       "nearest other query; Vendi = exp entropy of the similarity kernel's eigenvalues."),
+                       ["run", *ekeys], [[n, *[_fmt(runs[n].get("embedding", {}).get(k)) for k in ekeys]]
+                                         for n in names]))
     pkeys = ("duplicate_query_rate", "new_document_yield", "ctar")
-    tables.append(("Search process", ["run", "move entropy", *pkeys],
+    tables.append(("Search process", "; ".join(f"{k} = {DEFINITIONS[k]}" for k in ("move_entropy", *pkeys)),
+                   ["run", "move entropy", *pkeys],
                    [[n, _fmt(runs[n]["moves"]["entropy"]), *[_fmt(runs[n]["process"].get(k)) for k in pkeys]]
                     for n in names]))
     skeys = ("level", "distinct", "entropy", "distinct_correct", "episodes_correct", "distinct_incorrect",
              "episodes_incorrect")
-    tables.append(("Distinct query sequences per episode (trajectory level)", ["run", *skeys],
-                   [[n, *[_fmt(runs[n]["sequences"].get(k)) for k in skeys]] for n in names]))
-    tables.append(("Reformulation moves (counts)", ["run", *MOVES],
-                   [[n, *[str(runs[n]["moves"]["counts"][m]) for m in MOVES]] for n in names]))
+    tables.append(("Distinct query sequences per episode (trajectory level)",
+                   "An episode's sequence of templates; distinct sequences among correct and incorrect episodes.",
+                   ["run", *skeys], [[n, *[_fmt(runs[n]["sequences"].get(k)) for k in skeys]] for n in names]))
+    tables.append(("Reformulation moves (counts)", "Moves between consecutive queries of an episode (moves.py).",
+                   ["run", *MOVES], [[n, *[str(runs[n]["moves"]["counts"][m]) for m in MOVES]] for n in names]))
     rows = []
     for n in names:
         law = runs[n]["policy"].get("entropy_law")
@@ -561,8 +571,8 @@ def _tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str
             rows.append([n, str(law.get("entropy")), _fmt(law.get("a")), _fmt(law.get("b")),
                          _fmt(law.get("ceiling")), _fmt(law.get("rmse")), _fmt(law.get("n"))])
     if rows:
-        tables.append(("Entropy law R = -a exp(H) + b", ["run", "H", "a", "b", "ceiling (H=0)", "RMSE", "points"],
-                       rows))
+        tables.append(("Entropy law R = -a exp(H) + b", "Fitted over the steps (Cui et al. 2025); needs ≥ 3 steps.",
+                       ["run", "H", "a", "b", "ceiling (H=0)", "RMSE", "points"], rows))
     rows = []
     for n in names:
         c = runs[n]["policy"].get("pass_at_k")
@@ -570,12 +580,13 @@ def _tables(summary: dict[str, Any]) -> list[tuple[str, list[str], list[list[str
             for k, p, ph in zip(c["k"], c["pass_at_k"], c["pass_hat_k"]):
                 rows.append([n, str(c["step"]), str(c["n_questions"]), str(k), _fmt(p), _fmt(ph)])
     if rows:
-        tables.append(("pass@k and pass^k", ["run", "step", "questions", "k", "pass@k", "pass^k"], rows))
+        tables.append(("pass@k and pass^k", ("Unbiased pass@k = 1 - C(n-c,k)/C(n,k) over questions sampled ≥ 2 "
+                       "times; pass^k = all k succeed."), ["run", "step", "questions", "k", "pass@k", "pass^k"], rows))
     lv = _primary(summary)
     for n in names:
         top = runs[n].get("top_templates", {}).get(lv) or []
         if top:
-            tables.append((f"Top `{lv}` templates: {n}", ["template", "count"], [[t, str(c)] for t, c in top]))
+            tables.append((f"Top `{lv}` templates: {n}", "", ["template", "count"], [[t, str(c)] for t, c in top]))
     return tables
 
 
@@ -583,12 +594,30 @@ def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def _intro(summary: dict[str, Any]) -> list[str]:
+    meta = summary.get("meta", {})
+    return [(f"Runs: {', '.join(summary['runs'])}. Levels: {', '.join(meta.get('levels', []))}. "
+            "Entropies in nats."),
+            f"CI method: {meta.get('ci_method', M.CI_METHOD)}",
+            f"Mutual information: {meta.get('mi_method', M.MI_METHOD)}"]
+
+
+def _definitions(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    return list((summary.get("meta", {}).get("definitions") or DEFINITIONS).items())
+
+
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
-    lines = ["# Query-diversity report", "",
-             (f"Runs: {', '.join(summary['runs'])}. Levels: {', '.join(summary['meta']['levels'])}. "
-             "Entropies in nats; effective number = exp(H)."), ""]
-    for title, header, rows in _tables(summary):
-        lines += [f"## {title}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = ["# Query-diversity report", ""]
+    for para in _intro(summary):
+        lines += [para, ""]
+    lines += ["## Definitions", ""]
+    lines += [f"- **{k}**: {v}" for k, v in _definitions(summary)]
+    lines.append("")
+    for title, note, header, rows in _tables(summary):
+        lines += [f"## {title}", ""]
+        if note:
+            lines += [note, ""]
+        lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         lines.append("")
     if images:
@@ -602,13 +631,17 @@ def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> s
     parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Query-diversity report</title>",
              ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
              "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
-             "font-size:12px}th{background:#eee}img{max-width:100%}</style></head><body>"),
-             "<h1>Query-diversity report</h1>",
-             (f"<p>Runs: {html.escape(', '.join(summary['runs']))}. Entropies in nats; effective number = "
-             "exp(H).</p>")]
-    for title, header, rows in _tables(summary):
-        parts.append(f"<h2>{html.escape(title.replace('`', ''))}</h2><table><tr>"
-                     + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+             "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}</style>"
+              "</head><body>"),
+             "<h1>Query-diversity report</h1>"]
+    parts += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
+    parts.append("<h2>Definitions</h2><ul>" + "".join(
+        f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")
+    for title, note, header, rows in _tables(summary):
+        parts.append(f"<h2>{html.escape(title.replace('`', ''))}</h2>")
+        if note:
+            parts.append(f"<p class='note'>{html.escape(note)}</p>")
+        parts.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
         for row in rows:
             parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
         parts.append("</table>")
