@@ -68,7 +68,7 @@ def test_input_agnostic_templates_have_far_lower_mutual_information_than_questio
        frac=st.floats(min_value=0.05, max_value=1.0), seed=st.integers(0, 10_000))
 def test_rarefied_cis_contain_their_estimates(counts, frac, seed):
     total = sum(counts)
-    n = max(1, int(round(frac * total)))
+    n = max(1, round(frac * total))
     r = M.rarefied_diversity({i: c for i, c in enumerate(counts)}, n, n_boot=40, draws=10, seed=seed)
     lo, hi = r["entropy_ci"]
     assert 0.0 <= lo <= r["entropy"] <= hi <= math.log(n) + 1e-12
