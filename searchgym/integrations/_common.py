@@ -141,3 +141,56 @@ def diversity_figures(tracker: Any, step: int, trajectories: Sequence[Any]) -> d
     metrics = tracker.update(int(step), list(trajectories))
     return {k: float(v) for k, v in metrics.items()
             if k.startswith("diversity/") and isinstance(v, (int, float)) and math.isfinite(v)}
+
+
+def _first(row: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = row.get(k)
+        if v is not None:
+            return v
+    extra = row.get("extra_info")
+    if isinstance(extra, Mapping):
+        for k in keys:
+            if extra.get(k) is not None:
+                return extra[k]
+    return None
+
+
+def question_options(env: Any, row: Mapping[str, Any], cache: dict[str, Any]) -> dict[str, Any] | None:
+    """``reset`` options for a data row: its ``index`` (checked against ``question_id``), its ``question_id``,
+    or a question built from ``question`` + answers; None when the row names no question.
+
+    Reads the columns of ``make_dataset`` and of the exported verl/Search-R1 parquet (``id``,
+    ``golden_answers``, ``reward_model.ground_truth.target``, ``extra_info.index``). ``cache`` memoises the
+    id -> index map.
+    """
+    qid = _first(row, "question_id", "id")
+    idx = _first(row, "index")
+    examples = env.examples
+    if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < len(examples) and (
+            qid is None or str(examples[idx].id) == str(qid)):
+        return {"index": idx}
+    if qid is not None:
+        ids = cache.get("ids")
+        if ids is None:
+            ids = cache["ids"] = {str(ex.id): i for i, ex in enumerate(examples)}
+        if str(qid) in ids:
+            return {"index": ids[str(qid)]}
+    question = row.get("question")
+    answers = _first(row, "answers", "golden_answers")
+    if answers is None:
+        spec = row.get("reward_spec") or row.get("reward_model")
+        gt = spec.get("ground_truth") if isinstance(spec, Mapping) else None
+        answers = gt.get("target") if isinstance(gt, Mapping) else gt
+    if isinstance(question, str) and question and answers is not None:
+        from searchgym.data import QAExample
+
+        if hasattr(answers, "tolist"):
+            answers = answers.tolist()
+        answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
+        return {"example": QAExample(id=str(qid if qid is not None else "row"), question=question,
+                                     answers=answers)}
+    if qid is not None:
+        raise ConfigError(f"question_id {qid!r} is not in this environment's dataset and the row has no "
+                          f"'question' and answers; build the env with the dataset the rows came from")
+    return None

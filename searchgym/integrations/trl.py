@@ -32,6 +32,7 @@ from searchgym.integrations._common import (
     diversity_figures,
     episode_reward,
     new_tracker,
+    question_options,
     require,
     tool_step,
     world_titles,
@@ -70,7 +71,7 @@ class SearchgymToolEnv:
         self._config = {"corpus": corpus, "dataset": dataset, "split": split, "retriever": retriever,
                         **env_kwargs}
         self.env = build_env(corpus, dataset, split=split, retriever=retriever, **env_kwargs)
-        self._ids: dict[str, int] | None = None
+        self._cache: dict[str, Any] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self._config}
@@ -122,26 +123,7 @@ class SearchgymToolEnv:
 
     # -- helpers (private: TRL turns every public method into a tool) ---------------------------------
     def _options(self, row: dict[str, Any]) -> dict[str, Any] | None:
-        qid = row.get("question_id")
-        idx = row.get("index")
-        examples = self.env.examples
-        if isinstance(idx, int) and not isinstance(idx, bool) and 0 <= idx < len(examples) and (
-                qid is None or str(examples[idx].id) == str(qid)):
-            return {"index": idx}
-        if qid is not None:
-            if self._ids is None:
-                self._ids = {str(ex.id): i for i, ex in enumerate(examples)}
-            if str(qid) in self._ids:
-                return {"index": self._ids[str(qid)]}
-            if row.get("question") and row.get("answers") is not None:
-                from searchgym.data import QAExample
-
-                answers = row["answers"]
-                answers = [answers] if isinstance(answers, str) else [str(a) for a in answers]
-                return {"example": QAExample(id=str(qid), question=str(row["question"]), answers=answers)}
-            raise ConfigError(f"question_id {qid!r} is not in this environment's dataset; build the env with "
-                              f"the dataset make_dataset used (env_factory(dataset=...))")
-        return None  # no row fields: the env's own question order
+        return question_options(self.env, row, self._cache)
 
     @property
     def trajectory(self) -> Any:
