@@ -110,11 +110,12 @@ def test_numba_backend_never_sees_a_bad_id(ix):
     assert proc.stdout.startswith("CORRUPT") and "indices.csc.index.npy" in proc.stdout
 
 
-def test_cli_search_on_a_corrupt_index_is_an_error_not_a_crash(ix):
+@pytest.mark.parametrize("verify", ["--verify", "--no-verify"])
+def test_cli_search_on_a_corrupt_index_is_an_error_not_a_crash(ix, verify):
     _bad_index_array(ix, every=True)
     proc = subprocess.run([sys.executable, "-m", "searchgym.cli", "search", str(ix), "volcano", "--backend",
-                           "numba" if NUMBA_AVAILABLE else "numpy"], check=False, capture_output=True, text=True,
-                          timeout=300)
+                           "numba" if NUMBA_AVAILABLE else "numpy", verify], check=False, capture_output=True,
+                          text=True, timeout=300)
     assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
     assert "indices.csc.index.npy" in proc.stderr and "Traceback" not in proc.stderr
 

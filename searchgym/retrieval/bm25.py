@@ -346,10 +346,11 @@ class BM25Retriever:
 
     @classmethod
     def load(cls, path: str | Path, *, backend: str = "auto", expected_fingerprint: str | None = None,
-             mmap: bool = False) -> BM25Retriever:
+             mmap: bool = False, verify: bool = True) -> BM25Retriever:
         from searchgym.retrieval.index import load_index
 
-        r = load_index(path, kind="bm25", backend=backend, expected_fingerprint=expected_fingerprint, mmap=mmap)
+        r = load_index(path, kind="bm25", backend=backend, expected_fingerprint=expected_fingerprint, mmap=mmap,
+                       verify=verify)
         assert isinstance(r, cls)
         return r
 

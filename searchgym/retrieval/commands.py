@@ -117,6 +117,9 @@ def search_cmd(
     kind: Annotated[Optional[str], typer.Option(help="bm25, rank_bm25, dense or hybrid (default: all parts).")] = None,  # noqa: UP045
     backend: Annotated[str, typer.Option(help="BM25 engine: numpy (no compile wait), numba or auto.")] = "numpy",
     snippet: Annotated[int, typer.Option(help="Snippet length in characters.")] = 100,
+    verify: Annotated[bool, typer.Option("--verify/--no-verify", help=(
+        "Check every index file against its checksum (--no-verify skips it for a huge index you trust; "
+        "sizes and the BM25 structure are always checked)."))] = True,
 ) -> None:
     """Search an index directory and print a table of rank, score, id, title and snippet."""
     from rich.console import Console
@@ -126,7 +129,7 @@ def search_cmd(
     from searchgym.retrieval.index import load_index
 
     try:
-        retriever = load_index(path, kind=kind, backend=backend)
+        retriever = load_index(path, kind=kind, backend=backend, verify=verify)
         hits = retriever.search(query, k)
     except SearchGymError as exc:
         _fail(exc)

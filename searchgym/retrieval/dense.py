@@ -193,10 +193,11 @@ class DenseRetriever:
         return save_retrievers(path, self._passages, dense=self, overwrite=overwrite)
 
     @classmethod
-    def load(cls, path: str | Path, *, expected_fingerprint: str | None = None) -> DenseRetriever:
+    def load(cls, path: str | Path, *, expected_fingerprint: str | None = None, verify: bool = True
+             ) -> DenseRetriever:
         from searchgym.retrieval.index import load_index
 
-        r = load_index(path, kind="dense", expected_fingerprint=expected_fingerprint)
+        r = load_index(path, kind="dense", expected_fingerprint=expected_fingerprint, verify=verify)
         assert isinstance(r, cls)
         return r
 
