@@ -1,27 +1,46 @@
-"""``searchgym analyze RUN [RUN...] --out DIR``: offline query-diversity analysis of runs."""
+"""``searchgym analyze FILE... [--format NAME] [--label NAME]... --out DIR``: offline query-strategy analysis.
+
+The runs are read here with ``searchgym.diversity.readers`` (format detection, ``--query-tags``, ``--lenient``,
+labels) and handed to the analysis core as ``Run`` objects; errors are one line on stderr and exit code 2.
+"""
 
 from __future__ import annotations
 
+import inspect
+import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+FORMAT_HELP = ("auto (default) | searchgym | verl | search-r1 | chat | react | react-log | jsonl. "
+               "auto detects each file: searchgym trajectories, verl rollout dumps (input/output), chat "
+               "'messages', ReAct traces, decoded texts with <search>/<tool_call>/<|begin_of_query|>/"
+               "<|begin_search_query|> calls, plain-text ReAct logs.")
 
 
 def analyze_command(
     runs: Annotated[list[Path], typer.Argument(
-        help="Run files or folders: searchgym trajectories, a verl rollout_data_dir, Search-R1 dumps, "
-             "or any jsonl with --text-field.")],
+        help="Run files or folders: searchgym trajectories, verl rollout/validation dumps, Search-R1 / "
+             "R1-Searcher / Search-o1 outputs, chat transcripts, ReAct traces or logs, JSONL or JSON.")],
     out: Annotated[Path, typer.Option(
-        "--out", "-o", help="Output folder for report.md, report.html, summary.json and the PNGs.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto | searchgym | verl | search-r1 | jsonl")] = "auto",
+        "--out", "-o", help="Output folder for report.md, report.html, summary.json and the PNGs.")] = Path(
+        "analysis"),
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "auto",
+    query_tags: Annotated[tuple[str, str] | None, typer.Option(
+        "--query-tags", help="OPEN CLOSE: a further tag pair that holds a search query, e.g. "
+                             "--query-tags '<query>' '</query>'.")] = None,
+    label: Annotated[list[str] | None, typer.Option(
+        "--label", help="Name of a run in the tables (repeat once per file, in order; default: file name).")] = None,
+    lenient: Annotated[bool, typer.Option(
+        "--lenient", help="Skip malformed lines (counted in the report) instead of stopping at the first.")] = False,
     text_field: Annotated[str | None, typer.Option(
-        help="jsonl: field with the query text (dotted path; a list = several queries; <search> tags "
-             "are parsed).")] = None,
-    step_field: Annotated[str | None, typer.Option(help="jsonl: field with the training step.")] = None,
-    question_field: Annotated[str | None, typer.Option(help="jsonl: field with the question.")] = None,
+        help="Any JSON: field with the agent's text or its queries (dotted path; a list = several queries; "
+             "a text is scanned for search calls).")] = None,
+    step_field: Annotated[str | None, typer.Option(help="Field with the training step.")] = None,
+    question_field: Annotated[str | None, typer.Option(help="Field with the question.")] = None,
     reward_field: Annotated[str | None, typer.Option(
-        help="jsonl: field with the reward (default: reward or score).")] = None,
+        help="Field with the reward (default: reward, score, acc, em, correct).")] = None,
     levels: Annotated[str, typer.Option(
         help="Comma-separated template levels: string, slot, content, pos, semantic.")] = "string,slot,content,pos",
     semantic: Annotated[bool, typer.Option(
@@ -33,42 +52,127 @@ def analyze_command(
     seed: Annotated[int, typer.Option(help="Seed for subsampling and bootstrap.")] = 0,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots.")] = False,
 ) -> None:
-    """Analyse query diversity of one or more runs and write a report (markdown, HTML, PNG, summary.json)."""
+    """Analyse the query strategies of one or more runs and write a report (markdown, HTML, PNG, summary.json)."""
     from rich.console import Console
-    from rich.table import Table
 
-    from searchgym.diversity.report import analyze_runs
     from searchgym.errors import SearchGymError
 
     console = Console()
+    if not console.is_terminal:  # a file or pipe does not wrap: never crop the table at 80 columns
+        console = Console(width=200)
+    err = Console(stderr=True)
+    try:
+        summary, read = _analyze(runs, out, fmt=fmt, query_tags=query_tags, labels=label or [], lenient=lenient,
+                                 text_field=text_field, step_field=step_field, question_field=question_field,
+                                 reward_field=reward_field, levels=levels, semantic=semantic, titles=titles,
+                                 success_threshold=success_threshold, n_boot=n_boot, seed=seed, plots=not no_plots)
+    except (SearchGymError, OSError) as exc:
+        msg = " ".join(str(exc).split()) or type(exc).__name__
+        err.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=2) from None
+    for run in read:
+        console.print(_read_line(run), markup=False, highlight=False, soft_wrap=True)
+    console.print(summary_table(summary, read, levels=levels))
+    for name, r in summary.get("runs", {}).items():
+        for w in r.get("warnings") or []:
+            console.print(f"warning ({name}): {w}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: {out / 'report.md'}, {out / 'report.html'}, {out / 'summary.json'}",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels: list[str], lenient: bool,
+             text_field: str | None, step_field: str | None, question_field: str | None,
+             reward_field: str | None, levels: str, semantic: bool, titles: Path | None,
+             success_threshold: float, n_boot: int, seed: int, plots: bool) -> tuple[dict[str, Any], list[Any]]:
+    from searchgym.diversity import report
+    from searchgym.diversity.readers import read_run
+    from searchgym.errors import ConfigError
+
+    if labels and len(labels) != len(paths):
+        raise ConfigError(f"give one --label per run file: {len(paths)} files, {len(labels)} labels")
+    if query_tags is not None and (not query_tags or any(t is None for t in query_tags)):
+        query_tags = None
     lv = [x.strip() for x in levels.split(",") if x.strip()]
     if semantic and "semantic" not in lv:
         lv.append("semantic")
     title_list: list[str] = []
     if titles is not None:
         title_list = [t.strip() for t in titles.read_text(encoding="utf-8").splitlines() if t.strip()]
-    try:
-        summary = analyze_runs([str(r) for r in runs], out, fmt=fmt, text_field=text_field, step_field=step_field,
-                               question_field=question_field, reward_field=reward_field, levels=lv,
-                               titles=title_list, success_threshold=success_threshold, n_boot=n_boot, seed=seed,
-                               plots=not no_plots)
-    except SearchGymError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(code=2) from exc
-    primary = "slot" if "slot" in lv else lv[0]
-    table = Table(title=f"query diversity ({primary} level)")
-    for col in ("run", "episodes", "queries", "entropy", "eff. number", "top-1 mass", "move entropy"):
-        table.add_column(col)
+    runs = []
+    for i, p in enumerate(paths):
+        runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
+                             label=labels[i] if labels else None, text_field=text_field, step_field=step_field,
+                             question_field=question_field, reward_field=reward_field,
+                             success_threshold=success_threshold))
+    _unique_labels(runs)
+    kw = {"levels": lv, "titles": title_list, "success_threshold": success_threshold, "n_boot": n_boot,
+          "seed": seed}
+    params = inspect.signature(report.analyze_runs).parameters
+    if "runs_or_paths" in params:  # the analysis core reads Run objects directly
+        summary = report.analyze_runs(runs, out, plots=plots, **kw)
+    else:  # older report module: analyse the runs read here and write its files
+        summary = report.analyze(runs, **kw)
+        out.mkdir(parents=True, exist_ok=True)
+        images = report.make_plots(summary, out) if plots else {}
+        report._atomic_write(out / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
+        report._atomic_write(out / "report.md", report.render_markdown(summary, images))
+        report._atomic_write(out / "report.html", report.render_html(summary, images, out))
+    return summary, runs
+
+
+def _unique_labels(runs: list[Any]) -> None:
+    seen: dict[str, int] = {}
+    for r in runs:
+        seen[r.label] = seen.get(r.label, 0) + 1
+        if seen[r.label] > 1:
+            r.label = f"{r.label}-{seen[r.label]}"
+        r.name = r.label
+
+
+def _read_line(run: Any) -> str:
+    st = run.read_stats
+    parts = [f"{st.episodes} episodes", f"{st.queries} queries", f"{st.malformed} malformed calls"]
+    if st.unexecuted:
+        parts.append(f"{st.unexecuted} calls never executed (not counted)")
+    if st.other_calls:
+        parts.append(f"{st.other_calls} other tool calls")
+    if st.skipped_lines:
+        why = ", ".join(f"{k}: {v}" for k, v in st.skipped_reasons.most_common())
+        parts.append(f"{st.skipped_lines} lines skipped ({why})")
+    grammars = ", ".join(f"{g} {n}" for g, n in st.grammars.most_common())
+    files = f", {st.files} files" if st.files > 1 else ""
+    return (f"read {run.label}: {st.format} ({st.container}{files}"
+            f"{'; calls: ' + grammars if grammars else ''}): " + ", ".join(parts))
+
+
+def summary_table(summary: dict[str, Any], runs: list[Any], *, levels: str = "slot") -> Any:
+    """The console table: one row per run, labels shown whole (folded, never cut)."""
+    from rich.table import Table
+
+    lv = [x.strip() for x in levels.split(",") if x.strip()]
+    primary = "slot" if "slot" in lv else (lv[0] if lv else "slot")
+    ns = {((r.get("levels", {}).get(primary) or {}).get("n")) for r in summary.get("runs", {}).values()}
+    at = f" at n = {ns.pop()}" if len(ns) == 1 and None not in ns else ""
+    table = Table(title=f"query diversity ({primary} level; entropy H and Hill number 1{at})")
+    table.add_column("run", overflow="fold", min_width=12)
+    for col in ("episodes", "queries", "malformed", "H", "hill 1", "copy rate", "warnings"):
+        table.add_column(col, justify="right", overflow="fold")
 
     def f(v: object) -> str:
-        return f"{v:.3f}" if isinstance(v, float) else ("–" if v is None else str(v))
+        if isinstance(v, float):
+            return f"{v:.2f}"
+        return "–" if v is None else str(v)
 
-    for name, r in summary["runs"].items():
-        st = r["levels"].get(primary, {})
-        table.add_row(name, str(r["episodes"]), str(r["queries"]), f(st.get("entropy")),
-                      f(st.get("effective_number")), f(st.get("top1_mass")), f(r["moves"]["entropy"]))
-    console.print(table)
-    console.print(f"report: {out / 'report.md'}, {out / 'report.html'}, {out / 'summary.json'}")
+    by_label = {r.label: r for r in runs}
+    for name, r in summary.get("runs", {}).items():
+        st = r.get("levels", {}).get(primary, {}) or {}
+        hill = st.get("hill") or {}
+        run = by_label.get(name)
+        mal = r.get("n_malformed", run.read_stats.malformed if run is not None else None)
+        table.add_row(name, f(r.get("n_episodes", r.get("episodes"))), f(r.get("n_queries", r.get("queries"))),
+                      f(mal), f(st.get("entropy")), f(hill.get("1", st.get("effective_number"))),
+                      f(r.get("question_copy_rate")), f(len(r.get("warnings") or [])))
+    return table
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
