@@ -90,7 +90,7 @@ def test_dead_openai_server_fails_cleanly(tmp_path):
 
 def test_ctrl_c_leaves_valid_jsonl(tmp_path):
     out = tmp_path / "int.jsonl"
-    cmd = [sys.executable, "-m", "searchgym.cli", "rollout", "--agent", "prf", "-n", "100000", "--out", str(out),
+    cmd = [sys.executable, "-m", "searchgym.cli", "rollout", "--agent", "prf", "-n", "100000", "--repeat", "--out", str(out),
            "--no-progress", "--num-envs", "4"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=dict(os.environ, PYTHONUNBUFFERED="1"))

@@ -42,6 +42,18 @@ TimeoutOpt = Annotated[float, typer.Option("--request-timeout", help="OpenAI age
 ProgressOpt = Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")]
 SummaryOpt = Annotated[Optional[Path], typer.Option(  # noqa: UP045
     "--summary-json", help="Also write the summary (and timing) as JSON here.")]
+FormatOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--format", help="Format of the --dataset file: search_r1, flashrag, hotpotqa, musique, 2wiki, ircot "
+                     "(default: detect).")]
+LenientOpt = Annotated[bool, typer.Option("--lenient", help="Skip malformed --dataset records (and count them).")]
+RepeatOpt = Annotated[bool, typer.Option(
+    "--repeat", help="Allow -n beyond the number of questions (the questions are cycled, reshuffled).")]
+ApiKeyOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--api-key", envvar="SEARCHGYM_API_KEY", show_envvar=True,
+    help="API key of an http:// --retriever server (sent as a bearer token).")]
+PromptOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
+    "--prompt-template", help="A file holding the prompt template (with {question}), or search_r1 / tool_call. "
+                              "Default: the template saved in a model directory searchgym trained, else search_r1.")]
 
 
 def _fail(message: str, code: int = 1) -> None:
@@ -66,6 +78,78 @@ def _env_kwargs(corpus: str | None, dataset: str | None, retriever: str | None, 
                      ("max_turns", max_turns)):
         if val is not None:
             kw[key] = val
+    return kw
+
+
+def _prompt_template(value: str | None, agent: str) -> tuple[Any, dict[str, Any]]:
+    """``--prompt-template`` (a file or a named style), else the settings saved in a model directory."""
+    from searchgym.train.model_meta import read_prompt_meta
+
+    if value is not None:
+        if value in ("search_r1", "tool_call"):
+            return value, {}
+        p = Path(value)
+        if not p.is_file():
+            _fail(f"--prompt-template {value!r}: no such file (give a file holding a template with {{question}}, "
+                  "or search_r1 / tool_call)", 2)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            _fail(f"--prompt-template {value}: cannot read it as UTF-8 text ({exc})", 2)
+        if "{question}" not in text:
+            _fail(f"--prompt-template {value}: the template has no {{question}} placeholder", 2)
+        return text, {}
+    meta = read_prompt_meta(agent)
+    if meta is None:
+        return None, {}
+    return meta.pop("prompt_template"), meta
+
+
+def _prepare_env(*, agent: str, env: str, split: str | None, n: int, repeat: bool, corpus: str | None,
+                 dataset: str | None, fmt: str | None, lenient: bool, retriever: str | None, top_k: int | None,
+                 max_turns: int | None, preset: str | None, api_key: str | None,
+                 prompt_template: str | None) -> dict[str, Any]:
+    """The env kwargs of ``rollout`` / ``eval``: the QA file loaded here (so ``--format`` / ``--lenient``
+    apply and errors name CLI flags), the retriever's API key, the prompt; ``-n`` checked against the data."""
+    from rich.console import Console
+
+    from searchgym.data.loaders import cli_message, load_qa
+    from searchgym.errors import SearchGymError
+
+    kw = _env_kwargs(corpus, None, retriever, top_k, max_turns, preset)
+    available: int | None = None
+    if dataset is not None:
+        try:
+            qs = load_qa(dataset, format=fmt, lenient=lenient)
+        except SearchGymError as exc:
+            _fail(cli_message(str(exc)), 2)
+        if qs.report.skipped:
+            Console(stderr=True).print(f"[yellow]skipped {qs.report.skipped} malformed records[/] of {dataset}; "
+                                       f"first: {qs.report.errors[0]}", highlight=False, soft_wrap=True)
+        if not qs:
+            _fail(f"{dataset} holds no questions", 2)
+        kw["dataset"] = list(qs)
+        available = len(qs)
+    elif fmt is not None or lenient:
+        _fail("--format and --lenient apply to a --dataset file", 2)
+    elif env.startswith("searchgym/"):
+        from searchgym.data import default_world
+
+        try:
+            available = len(default_world().split(split or "train"))
+        except (SearchGymError, KeyError, ValueError):
+            available = None  # the env reports the bad split itself
+    if available is not None and n > available and not repeat:
+        what = f"{dataset}" if dataset is not None else f"the {split or 'train'!r} split"
+        _fail(f"-n {n} is more than the {available} questions of {what}; use -n {available} or less, or pass "
+              f"--repeat to cycle through the questions again", 2)
+    if retriever is not None and retriever.startswith(("http://", "https://")) and api_key:
+        kw["retriever_kwargs"] = {"api_key": api_key}
+    template, saved = _prompt_template(prompt_template, agent)
+    if template is not None:
+        kw["prompt_template"] = template
+    for key, val in saved.items():
+        kw.setdefault(key, val)
     return kw
 
 
@@ -138,7 +222,9 @@ def _run(agent_spec: str, *, env: str, split: str | None, n: int, samples: int, 
     except AgentUnavailableError as exc:
         _fail(f"{exc}\n{written[0]} finished episodes are saved{where}.")
     except SearchGymError as exc:
-        _fail(f"{exc}\n{written[0]} finished episodes are saved{where}.")
+        from searchgym.data.loaders import cli_message
+
+        _fail(f"{cli_message(str(exc))}\n{written[0]} finished episodes are saved{where}.", 2)
     finally:
         close = getattr(agent, "close", None)
         if callable(close):
@@ -173,6 +259,11 @@ def rollout_cmd(
     request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
     summary_json: SummaryOpt = None,
+    fmt: FormatOpt = None,
+    lenient: LenientOpt = False,
+    repeat: RepeatOpt = False,
+    api_key: ApiKeyOpt = None,
+    prompt_template: PromptOpt = None,
 ) -> None:
     """Roll an agent out: trajectories to JSONL and a summary table (EM, F1, recall, searches, invalid rate)."""
     from rich.console import Console
@@ -181,7 +272,10 @@ def rollout_cmd(
 
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns, preset),
+                       device=device, env_kw=_prepare_env(
+                           agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus, dataset=dataset,
+                           fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k, max_turns=max_turns,
+                           preset=preset, api_key=api_key, prompt_template=prompt_template),
                        progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     console = Console()
     if show:
@@ -223,6 +317,11 @@ def eval_cmd(
     request_timeout: TimeoutOpt = 30.0,
     progress: ProgressOpt = True,
     summary_json: SummaryOpt = None,
+    fmt: FormatOpt = None,
+    lenient: LenientOpt = False,
+    repeat: RepeatOpt = False,
+    api_key: ApiKeyOpt = None,
+    prompt_template: PromptOpt = None,
 ) -> None:
     """pass@k (unbiased estimator, k = 1, 2, 4, ... <= K) overall and per family, from K samples per question."""
     from rich.console import Console
@@ -232,7 +331,10 @@ def eval_cmd(
 
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_env_kwargs(corpus, dataset, retriever, top_k, max_turns, preset),
+                       device=device, env_kw=_prepare_env(
+                           agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus, dataset=dataset,
+                           fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k, max_turns=max_turns,
+                           preset=preset, api_key=api_key, prompt_template=prompt_template),
                        progress=progress, max_retries=max_retries, request_timeout=request_timeout)
     ks, table = pass_at_k_table(trajs)
     console = Console()

@@ -62,17 +62,19 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     ) -> None:
         """Count questions per split and family, and show examples."""
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
 
         from searchgym.data import load_qa
+        from searchgym.data.loaders import cli_message
         from searchgym.errors import SearchGymError
 
         console = Console()
         try:
             qs = load_qa(path, format=format, split=split, lenient=lenient)
         except SearchGymError as exc:
-            console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(1) from None
+            Console(stderr=True).print(f"[red]error:[/] {escape(cli_message(str(exc)))}", soft_wrap=True)
+            raise typer.Exit(2) from None
         counts: dict[tuple[str, str], int] = {}
         shown: dict[str, list] = {}
         for q in qs:
@@ -98,21 +100,25 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         files: Annotated[list[Path], typer.Argument(help="HotpotQA / MuSiQue / 2Wiki files with paragraphs.")],
         out: Annotated[Path, typer.Option("--out", help="Directory for corpus.jsonl and questions.jsonl.")],
         lenient: Annotated[bool, typer.Option("--lenient", help="Skip malformed records (count them).")] = False,
+        format: Annotated[Optional[str], typer.Option(  # noqa: UP045
+            "--format", help="Format of every file: hotpotqa, musique, 2wiki, ircot (default: detect).")] = None,
     ) -> None:
         """Pool the paragraphs of multi-hop QA files into one deduplicated corpus (+ questions with gold ids)."""
         from rich.console import Console
+        from rich.markup import escape
 
         from searchgym.data import pooled_corpus
         from searchgym.data.export import write_flashrag_jsonl
+        from searchgym.data.loaders import cli_message
         from searchgym.errors import SearchGymError
         from searchgym.retrieval.corpus import write_jsonl
 
         console = Console()
         try:
-            passages, questions = pooled_corpus(files, lenient=lenient)
+            passages, questions = pooled_corpus(files, lenient=lenient, format=format)
         except SearchGymError as exc:
-            console.print(f"[red]error:[/] {exc}")
-            raise typer.Exit(1) from None
+            Console(stderr=True).print(f"[red]error:[/] {escape(cli_message(str(exc)))}", soft_wrap=True)
+            raise typer.Exit(2) from None
         out.mkdir(parents=True, exist_ok=True)
         write_jsonl(passages, out / "corpus.jsonl")
         write_flashrag_jsonl(questions, out / "questions.jsonl")

@@ -26,8 +26,10 @@ from searchgym.errors import ConfigError, CorpusFormatError, DatasetUnavailableE
 from searchgym.retrieval.base import Passage
 
 ANSWER_SPLIT = "<|answer_split|>"
-FORMATS = ("search_r1", "flashrag", "hotpotqa", "musique", "2wiki", "world", "hf")
-PARAGRAPH_FORMATS = ("hotpotqa", "musique", "2wiki")
+FORMATS = ("search_r1", "flashrag", "hotpotqa", "musique", "2wiki", "ircot", "world", "hf")
+PARAGRAPH_FORMATS = ("hotpotqa", "musique", "2wiki", "ircot")
+# What a converter may raise on a record of the wrong shape (beyond _Bad): all become malformed records.
+_RECORD_ERRORS = (TypeError, ValueError, KeyError, IndexError, AttributeError, RecursionError)
 TWOWIKI_TYPES = {"compositional", "inference", "bridge_comparison"}
 _HOP_PREFIX = re.compile(r"^(\d)hop\d*$")
 _MAX_ERRORS_KEPT = 20
@@ -70,10 +72,8 @@ class QAList(list):
 # ------------------------------------------------------------------------------------------------
 # reading records
 # ------------------------------------------------------------------------------------------------
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _open_bytes(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def _base_suffix(path: Path) -> str:
@@ -81,25 +81,49 @@ def _base_suffix(path: Path) -> str:
     return Path(name).suffix.lower()
 
 
+def _read_all(path: Path) -> bytes:
+    try:
+        with _open_bytes(path) as f:
+            return f.read()
+    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+        raise CorpusFormatError(f"cannot read the file ({exc}); it is truncated or not what its name says",
+                                path=str(path)) from None
+
+
+def _decode(data: bytes, path: Path, first_line: int = 1) -> str:
+    """UTF-8 text of ``data``, or a CorpusFormatError naming the line of the first bad byte."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        raise CorpusFormatError(f"not valid UTF-8 (byte {data[exc.start:exc.start + 1]!r}); re-encode the file "
+                                "as UTF-8 (e.g. iconv -f latin1 -t utf-8)", path=str(path), line=line) from None
+
+
 def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line, record)`` from a jsonl file, a JSON array file, or one JSON object (``{"data": [...]}``).
 
-    A jsonl line that is not valid JSON yields ``(line, _Bad)`` so the caller can skip or raise.
+    A jsonl line that is not valid JSON or UTF-8, or nests too deeply, yields ``(line, _Bad)`` so the caller
+    can skip or raise. A JSON array or object file is one record stream: damage there raises
+    CorpusFormatError naming the line.
     """
-    with _open_text(path) as f:
-        head = f.read(4096).lstrip()
+    try:
+        with _open_bytes(path) as f:
+            head = f.read(4096).decode("utf-8", errors="replace").lstrip()
+    except (OSError, EOFError) as exc:
+        raise CorpusFormatError(f"cannot read the file ({exc}); it is truncated or not what its name says",
+                                path=str(path)) from None
     if head.startswith("["):
-        with _open_text(path) as f:
-            text = f.read()
-        yield from _iter_json_array(path, text)
+        yield from _iter_json_array(path, _decode(_read_all(path), path))
         return
     if head.startswith("{") and _base_suffix(path) == ".json":
-        with _open_text(path) as f:
-            text = f.read()
+        text = _decode(_read_all(path), path)
         try:
             obj = json.loads(text)
         except json.JSONDecodeError:
             obj = None  # more than one object: jsonl under a .json name
+        except RecursionError:
+            raise CorpusFormatError("JSON nested too deeply to read", path=str(path), line=1) from None
         if isinstance(obj, dict):
             data = obj.get("data")
             if isinstance(data, list):
@@ -108,14 +132,26 @@ def _iter_json_records(path: Path) -> Iterator[tuple[int, Any]]:
             else:
                 yield 1, obj
             return
-    with _open_text(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield n, _Bad(f"not valid JSON ({exc.msg} at column {exc.colno})")
+    try:
+        with _open_bytes(path) as f:
+            for n, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    yield n, _Bad(f"not valid UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at column "
+                                  f"{exc.start + 1}); re-encode the file as UTF-8")
+                    continue
+                if not line.strip():
+                    continue
+                try:
+                    yield n, json.loads(line)
+                except json.JSONDecodeError as exc:
+                    yield n, _Bad(f"not valid JSON ({exc.msg} at column {exc.colno})")
+                except RecursionError:
+                    yield n, _Bad("JSON nested too deeply")
+    except (OSError, EOFError) as exc:
+        raise CorpusFormatError(f"cannot read the file ({exc}); it is truncated or not what its name says",
+                                path=str(path)) from None
 
 
 def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
@@ -138,6 +174,9 @@ def _iter_json_array(path: Path, text: str) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             raise CorpusFormatError(f"not valid JSON ({exc.msg}); fix the file or export it as jsonl",
                                     path=str(path), line=exc.lineno) from None
+        except RecursionError:
+            raise CorpusFormatError("JSON nested too deeply; fix the file or export it as jsonl",
+                                    path=str(path), line=line) from None
         yield line, obj
         pos = ws.match(text, end).end()
         if pos < len(text) and text[pos] == ",":
@@ -382,12 +421,69 @@ def _convert_musique(rec: Mapping, n: int, stem: str) -> tuple[QAExample, list[P
     return QAExample(id=qid, question=question, answers=answers, metadata=meta), paras
 
 
+def _ircot_answers(objs: Any) -> list[str]:
+    """IRCoT ``answers_objects``: ``[{"number": "", "date": {"day", "month", "year"}, "spans": [...]}]``."""
+    if not isinstance(objs, (list, tuple)) or not objs:
+        raise _Bad("missing or empty 'answers_objects'")
+    out: list[str] = []
+    for o in objs:
+        if not isinstance(o, Mapping):
+            raise _Bad("each of 'answers_objects' must be an object with 'number', 'date' or 'spans'")
+        spans = o.get("spans") or []
+        if not isinstance(spans, (list, tuple)):
+            raise _Bad("'answers_objects[].spans' must be a list of strings")
+        cands: list[Any] = list(spans)
+        if o.get("number") not in (None, ""):
+            cands.append(o["number"])
+        date = o.get("date")
+        if isinstance(date, Mapping):
+            parts = [str(date.get(k) or "").strip() for k in ("day", "month", "year")]
+            if any(parts):
+                cands.append(" ".join(x for x in parts if x))
+        for a in cands:
+            if not isinstance(a, (str, int, float)) or isinstance(a, bool):
+                raise _Bad(f"'answers_objects' must hold strings, found {type(a).__name__}")
+            a = str(a).strip()
+            if a and a not in out:
+                out.append(a)
+    if not out:
+        raise _Bad("'answers_objects' holds no answer")
+    return out
+
+
+def _convert_ircot(rec: Mapping, n: int, stem: str) -> tuple[QAExample, list[Paragraph]]:
+    """HotpotQA (and 2Wiki/MuSiQue) in IRCoT's processed layout: ``question_id``, ``question_text``,
+    ``answers_objects``, ``contexts`` (``idx``, ``title``, ``paragraph_text``, ``is_supporting``)."""
+    if not isinstance(rec, Mapping):
+        raise _Bad("record is not an object")
+    question = _str(rec, "question_text")
+    answers = _ircot_answers(rec.get("answers_objects"))
+    ctx = rec.get("contexts")
+    if not isinstance(ctx, (list, tuple)) or not ctx:
+        raise _Bad("missing or empty 'contexts'")
+    paras: list[Paragraph] = []
+    for c in ctx:
+        if not isinstance(c, Mapping) or not isinstance(c.get("paragraph_text"), str):
+            raise _Bad("each of 'contexts' must be an object with 'title' and 'paragraph_text'")
+        title = c.get("title") or ""
+        if not isinstance(title, str):
+            raise _Bad("'contexts[].title' must be a string")
+        paras.append((title, " ".join(c["paragraph_text"].split()), bool(c.get("is_supporting"))))
+    sup_titles = list(dict.fromkeys(t for t, _, sup in paras if sup))
+    qid = _str(rec, "question_id", required=False) or _str(rec, "id", required=False) or f"{stem}-{n - 1}"
+    meta: dict[str, Any] = {"source": "ircot", "family": rec.get("type") or "ircot",
+                            "hops": max(1, len(sup_titles)), "supporting_titles": sup_titles}
+    assert question is not None
+    return QAExample(id=qid, question=question, answers=answers, metadata=meta), paras
+
+
 CONVERTERS: dict[str, Callable[[Mapping, int, str], Any]] = {
     "search_r1": _convert_search_r1,
     "flashrag": _convert_flashrag,
     "hotpotqa": lambda r, n, s: _convert_hotpot_like(r, n, s, "hotpotqa"),
     "2wiki": lambda r, n, s: _convert_hotpot_like(r, n, s, "2wiki"),
     "musique": _convert_musique,
+    "ircot": _convert_ircot,
 }
 
 
@@ -399,6 +495,8 @@ def format_of_record(rec: Any) -> str | None:
     if not isinstance(rec, Mapping):
         return None
     keys = set(rec)
+    if "question_text" in keys and ("answers_objects" in keys or "contexts" in keys):
+        return "ircot"
     if "paragraphs" in keys and "question" in keys:
         return "musique"
     if "context" in keys and "supporting_facts" in keys:
@@ -413,7 +511,7 @@ def format_of_record(rec: Any) -> str | None:
 
 
 def detect_format(path: str | Path) -> str:
-    """The QA format of a file: ``search_r1``, ``flashrag``, ``hotpotqa``, ``musique`` or ``2wiki``."""
+    """The QA format of a file: ``search_r1``, ``flashrag``, ``hotpotqa``, ``musique``, ``2wiki`` or ``ircot``."""
     p = Path(path)
     if not p.exists():
         raise QAFileNotFoundError("no such file; check the path", path=str(p))
@@ -430,7 +528,7 @@ def detect_format(path: str | Path) -> str:
                                     "searchgym.retrieval.load_corpus", path=str(p))
         keys = sorted(rec)[:12] if isinstance(rec, Mapping) else type(rec).__name__
         raise CorpusFormatError(f"cannot tell the QA format from the first record (keys {keys}); pass "
-                                f"format= one of {', '.join(FORMATS[:5])}", path=str(p), line=1)
+                                f"format= one of {', '.join(FORMATS[:6])}", path=str(p), line=1)
     return fmt
 
 
@@ -445,7 +543,11 @@ def _iter_examples(path: Path, fmt: str, report: LoadReport, lenient: bool
         try:
             if isinstance(rec, _Bad):
                 raise rec
-            got = conv(rec, n, stem)
+            try:
+                got = conv(rec, n, stem)
+            except _RECORD_ERRORS as exc:
+                raise _Bad(f"a field has the wrong type or shape ({type(exc).__name__}: {str(exc)[:120]})") \
+                    from None
         except _Bad as exc:
             where = "row" if _base_suffix(path) == ".parquet" else "line"
             if not lenient:
@@ -582,7 +684,10 @@ def load_hf_dataset(name: str, split: str = "train", *, config: str | None = Non
             raise CorpusFormatError(f"Hugging Face dataset {name!r} has no QA fields this loader knows (columns "
                                     f"{sorted(rec)[:12]}); pass format=", path=f"hf:{name}")
         try:
-            got = CONVERTERS[fmt](rec, n, name.replace("/", "_"))
+            try:
+                got = CONVERTERS[fmt](rec, n, name.replace("/", "_"))
+            except _RECORD_ERRORS as exc:
+                raise _Bad(f"a field has the wrong type or shape ({type(exc).__name__})") from None
         except _Bad as exc:
             if not lenient:
                 raise CorpusFormatError(f"malformed record {n}: {exc}", path=f"hf:{name}:{split}",
@@ -606,6 +711,24 @@ def _load_world(name: str, split: str | None) -> QAList:
     w = default_world(seed)
     qs = w.split(split) if split is not None else w.questions
     return QAList(qs, report=LoadReport(source=name, format="world", loaded=len(qs)))
+
+
+def load_ircot(path: str | Path, *, lenient: bool = False) -> QAList:
+    """IRCoT's processed HotpotQA/2Wiki/MuSiQue layout (``question_text``, ``answers_objects``, ``contexts``)."""
+    return _load_file(path, "ircot", lenient=lenient, split=None)
+
+
+_CLI_FLAGS = ((re.compile(r"\blenient=True\b"), "--lenient"), (re.compile(r"\bformat=\s?"), "--format "),
+              (re.compile(r"\bsplit=(?=[\s;,.)]|$)"), "--split"),
+              (re.compile(r"\b(dataset|corpus|retriever)=(?=[\s;,.)]|$)"), r"--\1"))
+
+
+def cli_message(message: str) -> str:
+    """An error message for the command line: Python keyword arguments (``format=``, ``lenient=True``,
+    ``split=``, ``dataset=``, ``corpus=``) become the CLI flags that do the same (``--format``, ...)."""
+    for pat, flag in _CLI_FLAGS:
+        message = pat.sub(flag, message)
+    return message
 
 
 def load_qa(path_or_name: str | Path, *, format: str | None = None, split: str | None = None,
@@ -634,14 +757,18 @@ def load_qa(path_or_name: str | Path, *, format: str | None = None, split: str |
 # pooled corpus
 # ------------------------------------------------------------------------------------------------
 def pooled_corpus(paths: str | Path | Sequence[str | Path], *, lenient: bool = False,
-                  id_prefix: str = "") -> tuple[list[Passage], list[QAExample]]:
+                  id_prefix: str = "", format: str | None = None) -> tuple[list[Passage], list[QAExample]]:
     """One corpus from QA files that carry their own paragraphs (HotpotQA, MuSiQue, 2Wiki).
 
     Paragraphs are deduplicated by ``(title, text)`` (whitespace-normalised) across all files; passage
     ids are ``f"{id_prefix}{row}"`` in first-seen order. Each question's ``supporting_ids`` are the ids of
     its supporting paragraphs (HotpotQA/2Wiki: the context paragraphs named in ``supporting_facts``;
-    MuSiQue: ``is_supporting``). Question ids must be unique across the files.
+    MuSiQue, IRCoT: ``is_supporting``). Question ids must be unique across the files. ``format`` forces
+    the format of every file (default: detected per file).
     """
+    if format is not None and format not in PARAGRAPH_FORMATS:
+        raise ConfigError(f"format={format!r} carries no paragraphs; pooled_corpus takes "
+                          f"{', '.join(PARAGRAPH_FORMATS)}")
     if isinstance(paths, (str, Path)):
         paths = [paths]
     rows: dict[tuple[str, str], int] = {}
@@ -650,7 +777,9 @@ def pooled_corpus(paths: str | Path | Sequence[str | Path], *, lenient: bool = F
     seen_q: set[str] = set()
     for path in paths:
         p = Path(path)
-        fmt = detect_format(p)
+        if not p.is_file():
+            raise QAFileNotFoundError("no such QA file; check the path", path=str(p))
+        fmt = format or detect_format(p)
         if fmt not in PARAGRAPH_FORMATS:
             raise ConfigError(f"{p} is {fmt} data, which carries no paragraphs; pooled_corpus takes "
                               f"{', '.join(PARAGRAPH_FORMATS)} files")

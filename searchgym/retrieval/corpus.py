@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,8 @@ def detect_format(path: str | Path) -> str:
         path=str(path))
 
 
-def _iter_jsonl_file(path: Path) -> Iterator[Passage]:
+def _iter_jsonl_file(path: Path, on_bad: Callable[[CorpusFormatError], None] | None = None) -> Iterator[Passage]:
+    """Passages of one jsonl file. A malformed line raises, or with ``on_bad`` is reported there and skipped."""
     opener = gzip.open if path.name.endswith(".gz") else open
     spath = str(path)
     offset = 0
@@ -95,19 +96,29 @@ def _iter_jsonl_file(path: Path) -> Iterator[Passage]:
             start = offset
             offset += len(raw)
             try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorpusFormatError(
-                    f"not valid UTF-8 (byte {raw[exc.start:exc.start + 1]!r}); re-encode the file as UTF-8, "
-                    "e.g. iconv -f latin1 -t utf-8", path=spath, line=lineno, offset=start + exc.start) from None
-            if not line.strip():
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise CorpusFormatError(
+                        f"not valid UTF-8 (byte {raw[exc.start:exc.start + 1]!r}); re-encode the file as UTF-8, "
+                        "e.g. iconv -f latin1 -t utf-8", path=spath, line=lineno, offset=start + exc.start) from None
+                if not line.strip():
+                    continue
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise CorpusFormatError(f"malformed JSON ({exc.msg} at column {exc.colno}); each line must "
+                                            "be one JSON object", path=spath, line=lineno) from None
+                except RecursionError:
+                    raise CorpusFormatError("JSON nested too deeply; each line must be one flat JSON object",
+                                            path=spath, line=lineno) from None
+                p = passage_from_record(rec, path=spath, line=lineno)
+            except CorpusFormatError as err:
+                if on_bad is None:
+                    raise
+                on_bad(err)
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CorpusFormatError(f"malformed JSON ({exc.msg} at column {exc.colno}); each line must be "
-                                        "one JSON object", path=spath, line=lineno) from None
-            yield passage_from_record(rec, path=spath, line=lineno)
+            yield p
 
 
 def _iter_parquet_file(path: Path, batch_size: int = 65_536) -> Iterator[Passage]:
@@ -183,8 +194,12 @@ def _check_unique(passages: Iterable[Passage], source: str) -> Iterator[Passage]
         yield p
 
 
-def iter_corpus(path: str | Path, *, format: str | None = None, split: str | None = None) -> Iterator[Passage]:
-    """Stream the passages of a corpus file, a directory of shards, or a Hugging Face dataset."""
+def iter_corpus(path: str | Path, *, format: str | None = None, split: str | None = None,
+                on_bad: Callable[[CorpusFormatError], None] | None = None) -> Iterator[Passage]:
+    """Stream the passages of a corpus file, a directory of shards, or a Hugging Face dataset.
+
+    ``on_bad``: called with the error of each malformed jsonl line, which is then skipped (lenient reading).
+    """
     fmt = format
     if fmt is not None and fmt not in FORMATS:
         raise CorpusFormatError(f"unknown format {fmt!r}; choose one of {FORMATS}", path=str(path))
@@ -200,19 +215,39 @@ def iter_corpus(path: str | Path, *, format: str | None = None, split: str | Non
         if not files:
             raise CorpusNotFoundError(f"no {fmt} files in this directory", path=str(p))
         for f in files:
-            yield from (_iter_parquet_file(f) if fmt == "parquet" else _iter_jsonl_file(f))
+            yield from (_iter_parquet_file(f) if fmt == "parquet" else _iter_jsonl_file(f, on_bad))
 
     return _check_unique(gen(), str(path))
 
 
-def load_corpus(path_or_name: str | Path, *, format: str | None = None, split: str | None = None) -> list[Passage]:
+class CorpusList(list):
+    """``list[Passage]`` plus ``skipped`` / ``errors``: the malformed lines a lenient load left out."""
+
+    skipped: int = 0
+    errors: list[str]
+
+
+def load_corpus(path_or_name: str | Path, *, format: str | None = None, split: str | None = None,
+                lenient: bool = False) -> list[Passage]:
     """Read a whole corpus into memory. A path that does not exist and looks like ``owner/name`` is tried as a
-    Hugging Face hub dataset (needs network; offline it raises ``CorpusNotFoundError``)."""
+    Hugging Face hub dataset (needs network; offline it raises ``CorpusNotFoundError``).
+
+    ``lenient=True`` skips malformed jsonl lines and counts them (``result.skipped``, ``result.errors``).
+    """
     s = str(path_or_name)
     if format is None and not Path(s).exists() and s.count("/") == 1 and not s.startswith((".", "/")) \
             and not s.endswith((".jsonl", ".parquet", ".json", ".gz")):
         format = "hf"
-    return list(iter_corpus(path_or_name, format=format, split=split))
+    out = CorpusList()
+    out.errors = []
+
+    def bad(err: CorpusFormatError) -> None:
+        out.skipped += 1
+        if len(out.errors) < 20:
+            out.errors.append(str(err))
+
+    out.extend(iter_corpus(path_or_name, format=format, split=split, on_bad=bad if lenient else None))
+    return out
 
 
 def corpus_fingerprint(passages: Iterable[Passage]) -> str:
