@@ -184,6 +184,14 @@ class Context:
         self.retriever = CachedRetriever(build_retriever(self.world.passages, kind="bm25"))
         self.prompt = TINY_PROMPT if cfg.model is None else "search_r1"
 
+    def write_meta(self, model_dir: Path) -> None:
+        """Save the prompt and env settings next to a model, for ``searchgym rollout --agent MODEL_DIR``."""
+        from searchgym.train.model_meta import write_prompt_meta
+
+        c = self.cfg
+        write_prompt_meta(model_dir, self.prompt, max_turns=c.max_turns, top_k=c.top_k,
+                          passage_chars=c.passage_chars)
+
     def envs(self, n: int, split: str = "train") -> list[Any]:
         from searchgym.envs.env import SearchEnv
 
@@ -330,6 +338,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
     tok.save_pretrained(out_dir / "final_model")
+    ctx.write_meta(out_dir / "final_model")
     return hist
 
 
@@ -385,6 +394,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
     tok.save_pretrained(out_dir / "final_model")
+    ctx.write_meta(out_dir / "final_model")
     # rows in the RL arms' shape: one per tracked step
     rows = []
     for r in hist:
@@ -445,19 +455,22 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
 
     # ---- 2. the model
     base_dir = out / "base_model"
+    stage2 = "[2/6]"  # the stage label is printed once: on the first line of the stage
     if cfg.model is None:
         if not (base_dir / "config.json").exists():
-            log("[2/6] tiny LM: training a tokenizer on the world, building the model")
+            log(f"{stage2} tiny LM: training a tokenizer on the world, building the model")
+            stage2 = "     "
             tmp = out / ".base_model.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp, cfg.tiny, seed=cfg.world_seed)
+            ctx.write_meta(tmp)
             os.replace(tmp, base_dir)
         start_src: str | Path = base_dir
     else:
         start_src = cfg.model
     model, tok = load_lm(start_src, device=cfg.device)
     n_params = count_parameters(model)
-    log(f"[2/6] model: {start_src} ({n_params / 1e6:.2f}M parameters)")
+    log(f"{stage2} model: {start_src} ({n_params / 1e6:.2f}M parameters)")
 
     # ---- 3. demonstrations + SFT warm start
     sft_dir = out / "sft"
@@ -486,6 +499,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)
         tok.save_pretrained(tmp)
+        ctx.write_meta(tmp)
         shutil.rmtree(sft_model, ignore_errors=True)
         os.replace(tmp, sft_model)
         mark("sft", {**dstats, "steps": len(hist), "final_loss": hist[-1]["losses/sft"],
@@ -507,16 +521,18 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
 
     # ---- 5. arms
     arm_results: dict[str, list[dict[str, Any]]] = {}
+    n_runs, i_run = len(cfg.arms) * cfg.seeds, 0
     for arm in cfg.arms:
         for s in range(cfg.seeds):
             seed = s + 1
             d = out / "arms" / arm / f"seed{seed}"
             done_path = d / "eval.json"
             key = f"arm:{arm}:{seed}"
+            i_run += 1
             if cfg.resume and stages.get(key) and done_path.exists():
                 ev = json.loads(done_path.read_text())
             else:
-                log(f"[5/6] arm {ARM_LABELS[arm]} (seed {seed})")
+                log(f"[5/6] arm {i_run}/{n_runs}: {ARM_LABELS[arm]} (seed {seed})")
                 t0 = time.time()
                 d.mkdir(parents=True, exist_ok=True)
                 if arm == "sft":
