@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo squeeze test test-slow bench lint clean venv
+.PHONY: demo squeeze test test-slow test-integrations bench lint clean venv
 
 venv: $(STAMP)
 
@@ -30,6 +30,22 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
+# The outside trainers' own entry points (TRL GRPOTrainer, OpenEnv server + client) in the main venv, then
+# verl's in its own venv: verl 0.9.1 pins transformers < 5.11, which the main venv cannot share.
+VERL_VENV  ?= .venv-verl
+VERL_STAMP := $(VERL_VENV)/.installed
+
+$(VERL_STAMP): pyproject.toml
+	test -x $(VERL_VENV)/bin/python || $(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(VERL_VENV)/bin/python -m pip install -q -e ".[verl,dev]"
+	touch $(VERL_STAMP)
+
+test-integrations: $(STAMP) $(VERL_STAMP)
+	$(PY) -m pytest -q -m slow tests/test_integrations_trl.py tests/test_integrations_openenv.py
+	$(VERL_VENV)/bin/python -m pytest -q tests/test_integrations_verl.py
+
 bench: $(STAMP)
 	$(PY) scripts/bench_retrieval.py
 	$(PY) scripts/bench_server.py
@@ -43,4 +59,4 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check searchgym scripts tests
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) build *.egg-info
