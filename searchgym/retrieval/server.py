@@ -562,7 +562,12 @@ def _raw_response(status: int, detail: str) -> bytes:
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a refused head."""
+
+
 try:
+    import httptools
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _HttpToolsProtocol
 except ImportError:  # pragma: no cover - httptools missing: uvicorn's h11 protocol, with fewer guards
     _HttpToolsProtocol = None  # type: ignore[assignment,misc]
@@ -625,7 +630,22 @@ if _HttpToolsProtocol is not None:
             super().connection_lost(exc)
 
         def data_received(self, data: bytes) -> None:
-            super().data_received(data)
+            # uvicorn's data_received, except that a head refused by on_headers_complete (431) is not
+            # also answered 400
+            self._unset_keepalive_if_required()
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:
+                if self._phase != "closed":
+                    self.logger.warning("Invalid HTTP request received.")
+                    self.send_400_response("Invalid HTTP request received.")
+                return
+            except httptools.HttpParserUpgrade:
+                if self._should_upgrade():
+                    self.handle_websocket_upgrade()
+                else:
+                    self._unsupported_upgrade_warning()
+                return
             if self._phase == "head" and not self.transport.is_closing():
                 # counts the whole chunk the request began in; bounds what httptools buffers
                 self._head_bytes += len(data)
@@ -639,6 +659,10 @@ if _HttpToolsProtocol is not None:
             self._arm("head", self.guards.header_s)
 
         def on_headers_complete(self) -> None:
+            size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+            if size > self.guards.max_header_bytes:  # a head that arrived within one read
+                self._reject(431, f"request line and headers over the {self.guards.max_header_bytes:,}-byte limit")
+                raise _HeadTooLarge  # stops the parser; data_received knows the answer is sent
             super().on_headers_complete()
             if self.pipeline:  # queued behind a running request, reading paused: the server is the slow one
                 self._arm("app", None)
