@@ -11,14 +11,23 @@ STAMP  := $(VENV)/.installed
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "[venv 1/4] creating $(VENV) with $(PYTHON)"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "[venv 2/4] upgrading pip"
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0
-	$(PIP) install -q -e ".[all,dev]"
+	@echo "[venv 3/4] installing torch==2.13.0 (a large download: minutes)"
+	$(PIP) install --progress-bar on torch==2.13.0
+	@echo "[venv 4/4] installing searchgym and its extras .[all,dev] (minutes)"
+	$(PIP) install --progress-bar on -e ".[all,dev]"
 	touch $(STAMP)
+	@echo "venv ready: $(VENV)"
 
+# Each run writes a new directory (runs/demo-YYYYmmdd-HHMMSS): an earlier report is never deleted.
 demo: $(STAMP)
-	$(VENV)/bin/searchgym squeeze --quick --out runs/demo
+	@stamp=$$(date +%Y%m%d-%H%M%S); out=runs/demo-$$stamp; n=1; \
+	while [ -e $$out ]; do n=$$((n+1)); out=runs/demo-$$stamp-$$n; done; \
+	echo "demo run directory: $$out"; \
+	$(VENV)/bin/searchgym squeeze --quick --out $$out && echo "report: $$out/report.md ($$out/report.html)"
 
 # The full experiment (<= 20 min on 2 cores); its figures become the README headline.
 squeeze: $(STAMP)
