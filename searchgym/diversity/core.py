@@ -185,6 +185,23 @@ class RunStats:
         d["warnings"] = [w.message for w in self.warnings]
         return d
 
+    def compact(self) -> dict[str, Any]:
+        """The headline figures under the same names as ``to_dict`` (for experiment summaries): run
+        shares, and per level / strategy / well-formed level the entropy, Hill numbers and MI."""
+        keep = ("n", "n_queries", "entropy", "effective_number", "hill", "mi_question", "within_question_entropy",
+                "top1_mass", "distribution")
+
+        def lv(st: LevelStats | None) -> dict[str, Any] | None:
+            return None if st is None else {k: _to_dict(getattr(st, k)) for k in keep if getattr(st, k) is not None}
+
+        return {"n_episodes": self.n_episodes, "n_queries": self.n_queries, "n_malformed": self.n_malformed,
+                "question_copy_rate": self.question_copy_rate, "malformed_share": self.malformed_share,
+                "off_task_share": self.off_task_share, "grounded_share": self.grounded_share,
+                "strategy": lv(self.strategy), "levels": {k: lv(v) for k, v in self.levels.items()},
+                "well_formed": {"n_queries": self.well_formed.n_queries, "strategy": lv(self.well_formed.strategy),
+                                "levels": {k: lv(v) for k, v in self.well_formed.levels.items()}},
+                "process": _to_dict(self.process), "warnings": [w.message for w in self.warnings]}
+
 
 def _to_dict(x: Any) -> Any:
     if is_dataclass(x) and not isinstance(x, type):

@@ -769,11 +769,11 @@ def rarefied_diversity(x: Any, n: int | None = None, *, draws: int = 50, n_boot:
 
 
 def _row_entropies(mat: np.ndarray) -> np.ndarray:
-    """Plug-in entropy of each row of a small (Q, k) label matrix: H = -(1/k) Σ_j log(c_j / k), c_j the
-    count of row element j's label in its row."""
-    k = mat.shape[1]
-    same = (mat[:, :, None] == mat[:, None, :]).sum(axis=2)
-    h = -np.log(same / k).sum(axis=1) / k
+    """Plug-in entropy of each row (last axis) of a small (..., k) label array: H = -(1/k) Σ_j log(c_j / k),
+    c_j the count of row element j's label in its row."""
+    k = mat.shape[-1]
+    same = (mat[..., :, None] == mat[..., None, :]).sum(axis=-1)
+    h = -np.log(same / k).sum(axis=-1) / k
     h[h < 1e-12] = 0.0
     return h
 
@@ -805,15 +805,24 @@ def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int 
     enc = [np.asarray([codes.setdefault(x, len(codes)) for x in v], dtype=np.int64) for v in use]
     rng = np.random.default_rng(seed)
     exact = all(len(v) == k for v in enc)
-    plug, shuf = [], []
-    for _ in range(1 if exact else draws):
-        mat = np.stack([v if len(v) == k else rng.choice(v, size=k, replace=False) for v in enc])
-        h_all = _flat_entropy(mat.ravel())
-        plug.append(h_all - float(_row_entropies(mat).mean()))
-        flat = mat.ravel()
-        for _ in range(shuffles):
-            perm = rng.permutation(flat).reshape(mat.shape)
-            shuf.append(h_all - float(_row_entropies(perm).mean()))
+    n_draws = 1 if exact else draws
+    # (draws, k) samples without replacement per question, drawn once for all draws
+    per_q = [np.tile(v, (n_draws, 1)) if len(v) == k else rng.permuted(np.tile(v, (n_draws, 1)), axis=1)[:, :k]
+             for v in enc]
+    cube = np.stack(per_q, axis=1)  # (draws, Q, k)
+    d, q = cube.shape[0], cube.shape[1]
+    shuffles = max(0, min(shuffles, max(2, 4_000_000 // max(1, d * q * k * k))))  # bound the shuffle tensor
+    n_codes = len(codes)
+    flat = cube.reshape(d, q * k)
+    counts = np.bincount((flat + (np.arange(d) * n_codes)[:, None]).ravel(), minlength=d * n_codes)
+    p = counts.reshape(d, n_codes) / (q * k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h_all = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(axis=1)  # (draws,)
+    plug = (h_all - _row_entropies(cube).mean(axis=1)).tolist()
+    shuf: list[float] = []
+    if shuffles > 0:
+        perms = rng.permuted(np.repeat(flat[:, None, :], shuffles, axis=1), axis=2).reshape(d, shuffles, q, k)
+        shuf = (h_all[:, None] - _row_entropies(perms).mean(axis=2)).ravel().tolist()
     mi_plugin = float(np.mean(plug))
     mi_shuffle = float(np.mean(shuf)) if shuf else 0.0
     return {"mi": mi_plugin - mi_shuffle, "mi_plugin": mi_plugin, "mi_shuffle": mi_shuffle, "k": float(k),

@@ -83,6 +83,17 @@ def _edge_mean(series: list[dict[str, list[float]]], key: str, first: bool, n: i
     return float(np.mean(vals)) if vals else None
 
 
+def _div(split_eval: dict, *path: str) -> Any:
+    """A figure of the analysis core's ``compact()`` block of one split's evaluation (``diversity``), read
+    under the core's own names; None for evaluations written before the block existed."""
+    cur: Any = split_eval.get("diversity")
+    for p in path:
+        if not isinstance(cur, dict):
+            return None
+        cur = cur.get(p)
+    return cur
+
+
 def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
                   wall_s: float, stages: dict) -> dict[str, Any]:
     from searchgym.train.squeeze import ARM_LABELS
@@ -95,6 +106,11 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "slot_entropy": _ms([e["train"]["slot_entropy"] for e in evs]),
             "slot_effective_number": _ms([e["train"]["slot_effective_number"] for e in evs]),
             "string_entropy": _ms([e["train"]["string_entropy"] for e in evs]),
+            "grounded_share": _ms([_div(e["train"], "grounded_share") for e in evs]),
+            "question_copy_rate": _ms([_div(e["train"], "question_copy_rate") for e in evs]),
+            "well_formed_slot_entropy": _ms([_div(e["train"], "well_formed", "levels", "slot", "entropy")
+                                             for e in evs]),
+            "slot_mi_question": _ms([_div(e["train"], "levels", "slot", "mi_question") for e in evs]),
             "token_entropy": _ms([e["train"]["token_entropy"] for e in evs]),
             "queries_per_episode": _ms([e["train"]["queries_per_episode"] for e in evs]),
             "pass_at_k": {str(j): _ms([e["train"]["pass_at_k"][str(j)] for e in evs])["mean"]
@@ -265,14 +281,17 @@ def headline_table(summary: dict[str, Any]) -> list[str]:
     st = summary["start"]
     shifts = [s for s in SHIFT_SPLITS if s in st["shift"]]
     head = ["arm", "seeds", "train success", "template entropy (slot)", "effective # templates",
-            "token entropy", *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
+            "grounded share", "slot entropy (well-formed)", "token entropy",
+            *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines.append("| SFT start (warm start) | – | " + " | ".join(
         [_msd(st["train_success"]), _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
+         _msd(st.get("grounded_share")), _msd(st.get("well_formed_slot_entropy")),
          _msd(st["token_entropy"]), *[_msd(st["shift"][s]) for s in shifts]]) + " |")
     for b in summary["arms"].values():
         lines.append(f"| {b['label']} | {b['seeds']} | " + " | ".join(
             [_msd(b["train_success"]), _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
+             _msd(b.get("grounded_share")), _msd(b.get("well_formed_slot_entropy")),
              _msd(b["token_entropy"]), *[_msd(b["shift"].get(s)) for s in shifts]]) + " |")
     return lines
 
@@ -367,7 +386,10 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
         ("- Continued SFT: fresh diverse demonstrations over the whole train split; its policy is sampled on the "
          "RL arms' questions at every step (these samples feed the tracker; they are not trained on)."),
         ("- Template entropy: Shannon entropy (nats) of the slot-level query templates (entities and numbers "
-        "masked into typed slots) of all queries in the evaluation samples / step rollouts."),
+        "masked into typed slots) of all queries in the evaluation samples / step rollouts, from the same "
+        "analysis core as `searchgym analyze`. Grounded share: queries that are neither malformed nor off-task "
+        "(naming nothing from the question or earlier evidence); 'well-formed' entropy is over those only, so a "
+        "squeeze that is only noise going away shows there as no change."),
         "",
         "## Plots",
         "",

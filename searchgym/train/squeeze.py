@@ -240,13 +240,15 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     returns success, pass@k, success per family, template entropy (slot/string), token entropy."""
     import torch
 
-    from searchgym.diversity import DiversityTracker, mean_pass_at_k
+    from searchgym.diversity import Templater, mean_pass_at_k
+    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory
     from searchgym.train.rollout import LMPolicy, run_episodes
     from searchgym.trajectory import write_trajectories
 
     c = ctx.cfg
     k = c.eval_samples
     res: dict[str, Any] = {"name": name, "k": k}
+    templater = Templater(ctx.world.titles)
     all_trajs = []
     for split in ("train", *SHIFT_SPLITS):
         exs = ctx.world.split(split)
@@ -265,20 +267,24 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
             per_q[e.group].append(e.em)
             fam[str(e.info.get("family") or e.trajectory.family)].append(e.em)
         pairs = [(len(v), int(sum(v))) for v in per_q.values()]
-        tr = DiversityTracker(levels=("string", "slot"), titles=ctx.world.titles, tensorboard=False)
-        m = tr.update(0, [e.trajectory for e in eps],
-                      token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm])
+        # the one analysis core (the tracker's and `searchgym analyze`'s), over this split's samples
+        st = analyze_episodes([episode_from_trajectory(e.trajectory) for e in eps], templater=templater,
+                              levels=("string", "slot"), group_by_step=False, n_boot=0, with_series=False,
+                              token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm],
+                              rewards=[e.reward for e in eps])
+        slot, string = st.levels.get("slot"), st.levels.get("string")
         res[split] = {
             "success": float(np.mean([e.em for e in eps])),
             "f1": float(np.mean([e.f1 for e in eps])),
             "pass_at_k": {str(j): mean_pass_at_k(pairs, j) for j in range(1, k + 1)},
             "per_family": {f: float(np.mean(v)) for f, v in sorted(fam.items())},
-            "slot_entropy": m.get("diversity/slot/entropy"),
-            "slot_effective_number": m.get("diversity/slot/effective_number"),
-            "string_entropy": m.get("diversity/string/entropy"),
-            "slot_top1_mass": m.get("diversity/slot/top1_mass"),
-            "queries_per_episode": m.get("diversity/queries/per_episode"),
-            "token_entropy": m.get("policy/token_entropy_mean"),
+            "slot_entropy": slot.entropy if slot else None,
+            "slot_effective_number": slot.effective_number if slot else None,
+            "string_entropy": string.entropy if string else None,
+            "slot_top1_mass": slot.top1_mass if slot else None,
+            "queries_per_episode": st.process.queries_per_episode,
+            "token_entropy": st.policy.get("token_entropy_mean"),
+            "diversity": st.compact(),
             "answered": float(np.mean([e.trajectory.prediction is not None for e in eps])),
             "episodes": len(eps),
         }
@@ -298,7 +304,9 @@ def _n(x: Any, nd: int = 3) -> str:
 
 def _tracker_extra(metrics: dict[str, float]) -> dict[str, float]:
     keep = ("diversity/slot/entropy", "diversity/slot/effective_number", "diversity/string/entropy",
-            "diversity/slot/top1_mass", "diversity/moves/entropy", "diversity/queries/per_episode",
+            "diversity/slot/top1_mass", "diversity/moves/entropy", "diversity/process/queries_per_episode",
+            "diversity/grounded_share", "diversity/question_copy_rate", "diversity/well_formed/slot/entropy",
+            "diversity/slot/mi_question",
             "alarm/collapse")
     return {k: float(metrics[k]) for k in keep if k in metrics and metrics[k] is not None
             and not (isinstance(metrics[k], float) and math.isnan(metrics[k]))}
