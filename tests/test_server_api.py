@@ -117,6 +117,20 @@ def test_topk_null_or_missing_uses_server_default(server, payload):
     assert server.post("/retrieve", json=payload).json() == {"result": [[Z1, H1]]}  # default_topk=2
 
 
+@pytest.mark.parametrize(("payload", "expected"), [
+    ({"query": "zebra stripes", "topk": 1, "return_scores": False}, {"result": [[Z1]]}),
+    ({"query": "capital of France", "topk": 1}, {"result": [[F1]]}),
+    ({"query": "zebra stripes"}, {"result": [[Z1, H1]]}),  # default_topk=2
+])
+def test_one_query_string_form_of_skyrl_and_gem(server, payload, expected):
+    """SkyRL's and GEM's search tools post {"query": str, "topk": k}; the answer is that of a one-query batch,
+    read by them as result[0]."""
+    assert server.post("/retrieve", json=payload).json() == expected
+    r = server.post("/retrieve", json={**payload, "return_scores": True})
+    body, _ = _scores_out(r.json())
+    assert [[item["document"] for item in hits] for hits in body["result"]] == expected["result"]
+
+
 def test_one_batch_search_call_per_request(server, counting):
     counting.calls.clear()
     r = server.post("/retrieve", json={"queries": ["zebra", "horse", "Paris"], "topk": 3})
@@ -164,6 +178,10 @@ BAD_BODIES = {
     "deep nesting": (b"[" * 200_000 + b"]" * 200_000, 400),
     "not an object": (b'["zebra"]', 422),
     "queries missing": (b'{"topk": 3}', 422),
+    "query a list": (b'{"query": ["zebra"]}', 422),
+    "query a number": (b'{"query": 3}', 422),
+    "query and queries": (b'{"query": "zebra", "queries": ["horse"]}', 422),
+    "query too long": (json.dumps({"query": "zebra " * 1000}).encode(), 422),
     "queries a string": (b'{"queries": "x"}', 422),
     "queries of numbers": (b'{"queries": [1, 2]}', 422),
     "query null": (b'{"queries": [null]}', 422),
