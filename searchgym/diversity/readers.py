@@ -90,6 +90,7 @@ _SEARCH_ARG_KEYS = ("query", "queries", "query_list", "q", "search_query", "sear
                     "keyword", "entity", "question")
 _ANSWER_TOOLS = ("finish", "answer", "submit_answer", "final_answer", "submit")
 
+MAX_TITLE = 400
 _STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 # ReAct keywords count only at a line start (a retrieved text may say "action:")
 _REACT_RE = (r"(?<![^\n])[ \t]*(?:(?P<act>[Aa]ction)|(?P<obs>[Oo]bservation)|(?P<th>[Tt]hought))"
@@ -201,11 +202,14 @@ class _Next:
         return self.pos
 
 
-_SCANNERS: dict[tuple, tuple[re.Pattern, dict[str, tuple[str, Any]]]] = {}
+_SCANNERS: dict[tuple, tuple[re.Pattern, re.Pattern, dict[str, tuple[str, Any]]]] = {}
+_REACT_HINTS = ("ction", "bservation", "hought")
 
 
-def _scanner(query_tags: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[str, tuple[str, Any]]]:
-    """One regex of literal markers (longest first) + ReAct keywords, and marker -> (kind, data)."""
+def _scanner(query_tags: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, re.Pattern, dict[str, tuple[str, Any]]]:
+    """Two regexes of literal markers (longest first), the second with ReAct's keywords too, and
+    marker -> (kind, data). Markers that share a first character are grouped under it, so that the regex
+    engine skips to that character (most texts are scanned at C speed)."""
     key = query_tags
     if key in _SCANNERS:
         return _SCANNERS[key]
@@ -222,10 +226,14 @@ def _scanner(query_tags: tuple[tuple[str, str], ...]) -> tuple[re.Pattern, dict[
     kinds[ANSWER[1]] = ("close", None)
     for t in EOS_TOKENS:
         kinds.setdefault(t, ("eos", None))
-    lits = sorted(kinds, key=len, reverse=True)
-    pat = re.compile("|".join(re.escape(m) for m in lits) + "|" + _REACT_RE)
-    _SCANNERS[key] = (pat, kinds)
-    return pat, kinds
+    by_first: dict[str, list[str]] = {}
+    for m in sorted(kinds, key=len, reverse=True):
+        by_first.setdefault(m[0], []).append(m)
+    lit = "|".join(re.escape(c) + "(?:" + "|".join(re.escape(m[1:]) for m in ms) + ")"
+                   for c, ms in by_first.items())
+    pats = (re.compile(lit), re.compile(lit + "|" + _REACT_RE))
+    _SCANNERS[key] = (pats[0], pats[1], kinds)
+    return pats[0], pats[1], kinds
 
 
 @dataclass
@@ -415,7 +423,8 @@ def scan_text(text: str, asm: _Assembler, *, query_tags: tuple[tuple[str, str], 
     """Feed the calls, observations and answer of an assistant text into ``asm`` (one linear pass)."""
     if not text or asm.done:
         return
-    pat, kinds = _scanner(query_tags)
+    lit_pat, full_pat, kinds = _scanner(query_tags)
+    pat = full_pat if any(h in text for h in _REACT_HINTS) else lit_pat
     toks = [(m.start(), m.end(), m.group(), m.lastgroup) for m in pat.finditer(text)]
     nl = _Next(text, "\n")
     rb = _Next(text, "]")
@@ -611,21 +620,20 @@ def doc_titles(block: str) -> list[str]:
         return out
     if "Title:" in block:
         starts = [m.end() for m in _DOC_TITLE.finditer(block)]
-        nl = _Next(block, "\n")
+        size = len(block)
         for idx, s in enumerate(starts):
-            limit = nl.at(s)
-            limit = len(block) if limit < 0 else limit
-            if idx + 1 < len(starts):
-                limit = min(limit, starts[idx + 1])
+            # a title ends at ")" + white space, within its line, at most MAX_TITLE characters long
+            limit = min(size, s + MAX_TITLE, starts[idx + 1] if idx + 1 < len(starts) else size)
+            nl = block.find("\n", s, limit)
+            if nl >= 0:
+                limit = nl
+            end = limit
             k = block.find(")", s, limit)
-            end = -1
             while k >= 0:
                 if k + 1 >= limit or block[k + 1] in " \t\r\n":
                     end = k
                     break
                 k = block.find(")", k + 1, limit)
-            if end < 0:
-                end = limit
             t = block[s:end].strip().strip('"').strip()
             if t:
                 out.append(t)

@@ -1,0 +1,173 @@
+"""Benchmark: queries/s of ``searchgym analyze`` (reading + the core's slot-level statistics) on synthetic runs.
+
+Two formats: a verl rollout dump whose searches are Qwen ``<tool_call>`` JSON (two calls per turn, two turns,
+``<tool_response>`` results) and searchgym trajectory JSONL (schema with parallel ``queries``). Sizes: 10k and
+100k queries (``--large`` adds 1M). Each configuration runs in a fresh subprocess so that its peak RSS
+(``ru_maxrss``) is its own. It reports the read time, the analysis time (``core.analyze_episodes`` at the slot
+level), queries/s of the two together and the time per query, whose max/min ratio over the sizes shows
+whether the cost is linear (flat within 2x). Goal: >= 20,000 queries/s at the slot level.
+
+It also times the readers on adversarial 1 MB lines (40,000+ unclosed tags and the like), which the
+quadratic readers before this one took minutes on.
+
+    python scripts/bench_analyze.py            # 10k, 100k queries; both formats (a few minutes at most)
+    python scripts/bench_analyze.py --large    # + 1M queries
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ENTS = [f"{a} {b}" for a in ("Port", "Mount", "Lake", "Saint", "Fort", "North", "Old", "New")
+        for b in ("Elsin", "Ravenhill", "Castamere", "Greywater", "Dunmore", "Oakridge", "Vale", "Quill",
+                  "Harrow", "Bellmoor", "Ashford", "Kestrel")]
+RELS = ["founded", "wrote", "designed", "discovered", "named", "ruled", "built", "painted"]
+FORMS = ["{e} {r}", "who {r} {e}", "{e} history", "{e} {r} year", "{e}", "{r} of {e} biography"]
+QUERIES_PER_EPISODE = 4
+
+
+def _episode(rng: random.Random):
+    e, e2, r = rng.choice(ENTS), rng.choice(ENTS), rng.choice(RELS)
+    question = f"Who {r} the place called {e}?"
+    qs = [rng.choice(FORMS).format(e=e if i < 2 else e2, r=r) for i in range(QUERIES_PER_EPISODE)]
+    docs = [[f"Doc {j + 1} (Title: {rng.choice(ENTS)})\n{e2} was {r} by {rng.choice(ENTS)} in {1800 + j}."
+             for j in range(3)] for _ in qs]
+    return question, qs, docs, e2
+
+
+def write_verl(path: Path, n_queries: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        for i in range(n_queries // QUERIES_PER_EPISODE):
+            question, qs, docs, ans = _episode(rng)
+            out = []
+            for t in range(0, len(qs), 2):
+                out.append("<think>I should search.</think>\n")
+                for q in qs[t:t + 2]:
+                    out.append('<tool_call>\n{"name": "search", "arguments": {"query": ' + json.dumps(q)
+                               + "}}\n</tool_call>\n")
+                out.append("user\n")
+                for d in docs[t:t + 2]:
+                    out.append("<tool_response>\n" + json.dumps({"result": "\n\n".join(d)}) + "\n</tool_response>\n")
+                out.append("assistant\n")
+            out.append(f"<answer> {ans} </answer>")
+            rec = {"input": f"<|im_start|>user\nAnswer the question. Question: {question}\n<|im_end|>\n"
+                            "<|im_start|>assistant\n", "output": "".join(out), "score": float(i % 3 == 0),
+                   "step": i * 10 // (n_queries // QUERIES_PER_EPISODE)}
+            fh.write(json.dumps(rec) + "\n")
+
+
+def write_searchgym(path: Path, n_queries: int, seed: int = 0) -> None:
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        n_eps = n_queries // QUERIES_PER_EPISODE
+        for i in range(n_eps):
+            question, qs, docs, ans = _episode(rng)
+            steps = []
+            for t in range(0, len(qs), 2):
+                titles = [d.split(")")[0].split("Title: ")[1] for dd in docs[t:t + 2] for d in dd]
+                steps.append({"action": "", "kind": "search", "query": qs[t], "queries": qs[t:t + 2],
+                              "titles": titles, "doc_ids": [str(rng.randrange(10_000)) for _ in titles],
+                              "gold_hit": None, "reward": 0.0})
+            steps.append({"action": "", "kind": "answer", "query": None, "doc_ids": [], "gold_hit": None,
+                          "reward": 0.0})
+            rec = {"schema": 1, "episode_id": str(i), "question_id": question, "question": question,
+                   "answers": [ans], "policy_step": i * 10 // n_eps, "steps": steps, "prediction": ans,
+                   "reward": float(i % 3 == 0), "em": int(i % 3 == 0), "f1": 0.0, "num_searches": 2}
+            fh.write(json.dumps(rec) + "\n")
+
+
+WRITERS = {"verl-toolcall": write_verl, "searchgym": write_searchgym}
+
+
+def one(fmt: str, n: int, path: str, n_boot: int) -> dict:
+    """Read and analyse one file (in this process); peak RSS is this process's."""
+    from searchgym.diversity.core import analyze_episodes
+    from searchgym.diversity.readers import read_run
+
+    t0 = time.perf_counter()
+    run = read_run(path)
+    t1 = time.perf_counter()
+    stats = analyze_episodes(run.episodes, levels=("slot",), n_boot=n_boot, read_stats=run.read_stats)
+    t2 = time.perf_counter()
+    nq = run.read_stats.queries
+    slot = stats.levels["slot"]
+    return {"format": fmt, "queries": nq, "episodes": run.read_stats.episodes, "read_s": t1 - t0,
+            "analyze_s": t2 - t1, "total_s": t2 - t0, "qps": nq / (t2 - t0), "read_qps": nq / (t1 - t0),
+            "us_per_query": 1e6 * (t2 - t0) / nq, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+            "slot_entropy": getattr(slot, "entropy", None)}
+
+
+def adversarial() -> list[tuple[str, int, float]]:
+    from searchgym.diversity.readers import read_run
+
+    cases = {
+        "40,000 unclosed <search> (320 KB)": "<search>" * 40_000,
+        "1 MB of unclosed <search>": "<search>" * 125_000,
+        "1 MB of unclosed <tool_call>": "<tool_call>" * 90_000,
+        "1 MB of search + unclosed <information>": "<search>a</search><information>" * 30_000,
+        "1 MB of 'Action: Search[' lines": "\nAction: Search[" * 60_000,
+    }
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in cases.items():
+            p = Path(d) / "adv.jsonl"
+            p.write_text(json.dumps({"input": "Question: q", "output": text}) + "\n")
+            t = time.perf_counter()
+            read_run(p)
+            out.append((name, len(text), time.perf_counter() - t))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--large", action="store_true", help="add the 1M-query files")
+    ap.add_argument("--sizes", type=str, default=None, help="comma-separated query counts (overrides defaults)")
+    ap.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples (as the CLI default)")
+    ap.add_argument("--one", nargs=3, metavar=("FORMAT", "N", "PATH"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.n_boot)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else [10_000, 100_000] + (
+        [1_000_000] if args.large else [])
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for fmt, writer in WRITERS.items():
+            for n in sizes:
+                path = Path(d) / f"{fmt}-{n}.jsonl"
+                writer(path, n)
+                res = subprocess.run([sys.executable, __file__, "--one", fmt, str(n), str(path),
+                                      "--n-boot", str(args.n_boot)], capture_output=True, text=True, check=False)
+                if res.returncode != 0:
+                    print(res.stderr, file=sys.stderr)
+                    raise SystemExit(res.returncode)
+                r = json.loads(res.stdout.strip().splitlines()[-1])
+                r["file_mb"] = os.path.getsize(path) / 1e6
+                rows.append(r)
+                print(f"{fmt:14s} {r['queries']:>9,d} queries {r['file_mb']:7.1f} MB  read {r['read_s']:7.2f} s "
+                      f"({r['read_qps']:>9,.0f} q/s)  analyze {r['analyze_s']:7.2f} s  total {r['qps']:>9,.0f} q/s  "
+                      f"{r['us_per_query']:6.1f} us/query  peak RSS {r['peak_rss_mb']:7.0f} MB", flush=True)
+            per = [r["us_per_query"] for r in rows if r["format"] == fmt]
+            print(f"{fmt}: time per query max/min over sizes = {max(per) / min(per):.2f} (linear if <= 2)")
+    print("\n| format | queries | file MB | read q/s | analyze s | total q/s | us/query | peak RSS MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['format']} | {r['queries']:,} | {r['file_mb']:.1f} | {r['read_qps']:,.0f} | {r['analyze_s']:.2f} "
+              f"| {r['qps']:,.0f} | {r['us_per_query']:.1f} | {r['peak_rss_mb']:.0f} |")
+    print("\nadversarial lines (read_run):")
+    for name, size, secs in adversarial():
+        print(f"  {name:45s} {size / 1e6:5.2f} MB  {secs:6.3f} s")
+
+
+if __name__ == "__main__":
+    main()
