@@ -3,11 +3,14 @@
 Public API::
 
     from searchgym.diversity import (DiversityTracker, Templater, query_template, classify_move, ctar,
-                                     pass_at_k, pass_hat_k, mean_pass_at_k, fit_entropy_law, analyze_runs)
+                                     classify_strategy, analyze_episodes, analyze_runs, hill_numbers,
+                                     rarefied_diversity, mutual_information, pass_at_k, fit_entropy_law)
 
-Definitions follow ``literature.md`` §1.2, §3, §4, §6; the modules document each one:
-``templates`` (query -> template levels), ``moves`` (reformulation moves, CTAR), ``metrics``,
-``semantic`` (embedding clusters), ``tracker`` (online), ``readers`` (run formats), ``report``.
+Definitions follow ``literature.md`` §1.2, §3, §4, §5, §6; the modules document each one:
+``templates`` (query -> template levels), ``strategy`` (query -> strategy class, word sources),
+``moves`` (reformulation moves, CTAR), ``metrics``, ``semantic`` (embedding clusters), ``core`` (the one
+analysis: episodes -> typed statistics, used by the tracker, the report and the squeeze evaluation),
+``tracker`` (online), ``readers`` (run formats), ``report`` (offline).
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from searchgym.diversity.metrics import (
     bootstrap_ci,
     chamfer_distance,
     compression_ratio,
+    contained_ci,
     cover_at,
     distinct_n,
     duplicate_query_rate,
     effective_number,
     entropy,
     fit_entropy_law,
+    hill_numbers,
     inverse_simpson,
     js_divergence,
     mean_pairwise_distance,
@@ -33,12 +38,14 @@ from searchgym.diversity.metrics import (
     mean_pass_hat_k,
     miller_madow_entropy,
     move_entropy,
+    mutual_information,
     new_document_yield,
     novelty,
     pass_at_k,
     pass_hat_k,
     rank_frequency_beta,
     rarefied,
+    rarefied_diversity,
     rarefy,
     self_bleu,
     template_stats,
@@ -48,10 +55,15 @@ from searchgym.diversity.metrics import (
     within_across,
 )
 from searchgym.diversity.moves import MOVES, classify_move, ctar, episode_moves
+from searchgym.diversity.strategy import GROUNDED, STRATEGIES
+from searchgym.diversity.strategy import classify as classify_strategy
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize, query_template
 from searchgym.diversity.tracker import DiversityTracker
 
 _LAZY = {
+    "analyze_episodes": "searchgym.diversity.core",
+    "RunStats": "searchgym.diversity.core",
+    "LevelStats": "searchgym.diversity.core",
     "SemanticClusterer": "searchgym.diversity.semantic",
     "default_embedder": "searchgym.diversity.semantic",
     "analyze_runs": "searchgym.diversity.report",
@@ -61,18 +73,25 @@ _LAZY = {
 
 __all__ = [
     "CI",
+    "GROUNDED",
     "LEVELS",
     "MOVES",
+    "STRATEGIES",
     "TEXT_LEVELS",
     "DiversityTracker",
     "Episode",
+    "LevelStats",
+    "RunStats",
     "SemanticClusterer",
     "Templater",
+    "analyze_episodes",
     "analyze_runs",
     "bootstrap_ci",
     "chamfer_distance",
     "classify_move",
+    "classify_strategy",
     "compression_ratio",
+    "contained_ci",
     "cover_at",
     "ctar",
     "default_embedder",
@@ -82,6 +101,7 @@ __all__ = [
     "entropy",
     "episode_moves",
     "fit_entropy_law",
+    "hill_numbers",
     "inverse_simpson",
     "js_divergence",
     "mean_pairwise_distance",
@@ -89,6 +109,7 @@ __all__ = [
     "mean_pass_hat_k",
     "miller_madow_entropy",
     "move_entropy",
+    "mutual_information",
     "new_document_yield",
     "normalize",
     "novelty",
@@ -97,6 +118,7 @@ __all__ = [
     "query_template",
     "rank_frequency_beta",
     "rarefied",
+    "rarefied_diversity",
     "rarefy",
     "read_run",
     "self_bleu",

@@ -778,14 +778,6 @@ def _row_entropies(mat: np.ndarray) -> np.ndarray:
     return h
 
 
-def _flat_entropy(codes: np.ndarray) -> float:
-    cnt = np.bincount(codes)
-    cnt = cnt[cnt > 0].astype(float)
-    p = cnt / cnt.sum()
-    h = float(-(p * np.log(p)).sum())
-    return h if h > 1e-12 else 0.0
-
-
 def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int | None = None,
                        k_max: int = 8, draws: int = 10, shuffles: int = 20, seed: int = 0) -> dict[str, float]:
     """Shuffle-corrected plug-in mutual information between the question (group key) and a label.

@@ -47,6 +47,7 @@ from searchgym.diversity.core import (
     DEFINITIONS,
     Labels,
     RunStats,
+    _success,
     label_episodes,
     run_stats,
     subset_sizes,
@@ -119,7 +120,7 @@ def _min_sizes(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
     return out
 
 
-def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int) -> dict[str, Any]:
+def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int, success_threshold: float) -> dict[str, Any]:
     """The report-only figures the tracker does not log: self-BLEU, compression, embeddings, sequences."""
     queries = lab.texts
     out: dict[str, Any] = {}
@@ -162,7 +163,7 @@ def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int) -> dict[str, An
     for i, e in enumerate(lab.ep_of):
         seq_of[e].append(labels[i])
     seqs = [tuple(t) for t in seq_of]
-    succ = [bool(e.success) if e.success is not None else False for e in lab.episodes]
+    succ = [_success(e, success_threshold) for e in lab.episodes]
     ok = [sq for sq, good in zip(seqs, succ) if good]
     bad = [sq for sq, good in zip(seqs, succ) if not good]
     out["sequences"] = {"level": lv, "distinct": len(set(seqs)), "entropy": M.entropy(seqs) if seqs else None,
@@ -221,7 +222,8 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
     for run, lab in zip(runs, labs):
         st = run_stats(lab, n=n, series_n=series_n, n_boot=n_boot, seed=seed,
                        read_stats=getattr(run, "read_stats", None), success_threshold=success_threshold)
-        summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed))
+        summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed,
+                                                                        success_threshold=success_threshold))
     summary["comparisons"] = _comparisons(runs, labs, levels)
     summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
                        "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
