@@ -57,6 +57,7 @@ from searchgym.diversity.readers import Episode, Run, read_run
 from searchgym.diversity.strategy import GROUNDED, STRATEGIES
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize
 from searchgym.errors import ConfigError
+from searchgym.fsmode import file_mode
 
 # ---------------------------------------------------------------------------------------------------
 # analysis
@@ -82,7 +83,7 @@ def _atomic_write(path: Path, data: bytes | str) -> None:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, file_mode())  # mkstemp makes 0600; give the umask's mode
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -337,7 +338,7 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         tmp = out / f".{fname}.tmp.png"
         fig.savefig(tmp, dpi=80, format="png")  # fixed layouts: "tight" boxes cost a redraw
         plt.close(fig)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, file_mode())  # the umask's mode, like every other output
         os.replace(tmp, path)
         images[title] = fname
 
