@@ -18,6 +18,7 @@ other load on the machine (reported as the load average) moves them. Server CPU 
 
     python scripts/bench_server.py            # full run (~4 min)
     python scripts/bench_server.py --quick    # ~1 min
+    python scripts/bench_server.py --compare /tmp/base   # batch 64 vs another checkout's server, interleaved
 """
 
 from __future__ import annotations
@@ -126,9 +127,17 @@ def cpu_seconds(pid: int) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def start_server(index_dir: Path, port: int, extra: list[str]) -> subprocess.Popen:
+def start_server(index_dir: Path, port: int, extra: list[str], pythonpath: Path | None = None) -> subprocess.Popen:
+    """``searchgym serve`` as a subprocess; ``pythonpath``: the checkout whose searchgym it runs (default:
+    the installed one)."""
     cmd = [sys.executable, "-m", "searchgym.cli", "serve", str(index_dir), "--port", str(port), *extra]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    env = None
+    if pythonpath is not None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(pythonpath),
+                                                                       os.environ.get("PYTHONPATH")]))}
+    # run from the checkout itself: `python -m` puts the working directory first on sys.path
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                            cwd=None if pythonpath is None else str(pythonpath))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -291,6 +300,54 @@ def _importable(name: str) -> bool:
         return False
 
 
+def compare(index_dir: Path, base: Path, rounds: int, seconds: float, max_requests: int, workers: int,
+            emit) -> None:
+    """The same httpx cells at batch 64 against two servers, this checkout's and ``base``'s (e.g. a
+    ``git worktree`` of an earlier commit), interleaved round by round so that load from other processes
+    falls on both alike; reports the median queries/s of each and their ratio."""
+    import statistics
+
+    servers = {}
+    try:
+        for name, path in (("base", base), ("new", None)):
+            port = free_port()
+            servers[name] = (start_server(index_dir, port, ["--workers", str(workers)], pythonpath=path),
+                             f"http://127.0.0.1:{port}")
+        limits = {name: httpx.get(url + "/info", timeout=10).json()["limits"] for name, (_, url) in servers.items()}
+        runs: dict[tuple[str, int], list[tuple[float, float]]] = {}
+        for r in range(rounds):
+            for conc in (1, 8, 32):
+                order = ("base", "new") if r % 2 == 0 else ("new", "base")
+                for name in order:
+                    proc, url = servers[name]
+                    c0 = cpu_seconds(proc.pid)
+                    cell = drive_httpx(url, 64, conc, seconds, max_requests)
+                    cpu = (cpu_seconds(proc.pid) - c0) / cell.queries * 1e6 if cell.queries else float("nan")
+                    if cell.errors:
+                        raise RuntimeError(f"{name} server: {cell.errors} errors at concurrency {conc}")
+                    runs.setdefault((name, conc), []).append((cell.qps, cpu))
+    finally:
+        for proc, _ in servers.values():
+            proc.terminate()
+            proc.wait(20)
+    emit(f"## searchgym serve, before vs after: httpx, batch 64, top-{TOPK}, {rounds} interleaved rounds of "
+         f"{seconds:g} s cells")
+    emit()
+    emit(f"base: `{base}` (in-flight limit: {limits['base'].get('max_inflight', 'none')}); new: this checkout "
+         f"(in-flight limit: {limits['new'].get('max_inflight', 'none')}, connection guards on). Median over "
+         "rounds (min-max in brackets).")
+    emit()
+    emit("| concurrency | base queries/s | new queries/s | new / base | base server CPU us/query | "
+         "new server CPU us/query |")
+    emit("|---:|---:|---:|---:|---:|---:|")
+    for conc in (1, 8, 32):
+        b, n = runs[("base", conc)], runs[("new", conc)]
+        bq, nq = statistics.median(x[0] for x in b), statistics.median(x[0] for x in n)
+        emit(f"| {conc} | {bq:,.0f} [{min(x[0] for x in b):,.0f}-{max(x[0] for x in b):,.0f}] | "
+             f"{nq:,.0f} [{min(x[0] for x in n):,.0f}-{max(x[0] for x in n):,.0f}] | {nq / bq:.3f} | "
+             f"{statistics.median(x[1] for x in b):,.0f} | {statistics.median(x[1] for x in n):,.0f} |")
+
+
 # --- main ----------------------------------------------------------------------------------------------------
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -304,6 +361,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1, help="uvicorn workers of the server")
     ap.add_argument("--quick", action="store_true", help="short cells (0.7 s) and a 10 s soak")
     ap.add_argument("--out", type=Path, default=None, help="also write the markdown here")
+    ap.add_argument("--compare", type=Path, default=None, metavar="CHECKOUT",
+                    help="only compare httpx batch-64 throughput of this checkout's server against the one in "
+                         "CHECKOUT (e.g. `git worktree add /tmp/base HEAD~5`), interleaved")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --compare")
     args = ap.parse_args()
     if args.quick:
         args.cell_seconds, args.soak_seconds = min(args.cell_seconds, 0.7), min(args.soak_seconds, 10.0)
@@ -321,6 +382,18 @@ def main() -> None:
         QUERIES[:] = queries
         index_dir = build_index(passages, Path(tmp) / "idx", show_progress=False)
         build_s = time.perf_counter() - t
+        if args.compare is not None:
+            emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
+                 f"{len(passages):,}-passage BM25 index ({args.corpus} corpus); load average (1 min) "
+                 f"{load_start:.1f} at the start.")
+            emit()
+            compare(index_dir, args.compare.resolve(), args.rounds, args.cell_seconds, args.max_requests,
+                    args.workers, emit)
+            emit()
+            emit(f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f}.")
+            if args.out:
+                args.out.write_text("\n".join(lines) + "\n")
+            return
         ref = local_reference(index_dir, queries, min(args.cell_seconds, 2.0))
 
         port = free_port()
