@@ -75,3 +75,20 @@ def test_tool_config_path_is_printed_for_the_command_line():
     out = subprocess.run([sys.executable, "-m", "searchgym.integrations.verl"], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == TOOL_CONFIG and TOOL_CONFIG.endswith(".yaml")
+
+
+def test_concurrent_calls_each_get_their_own_answer(tool):
+    queries = [f"capital of {c}" for c in ("Kaitrland", "Hakania", "Jafavia")] * 4
+
+    async def go():
+        async def one(q):
+            iid, _ = await tool.create()
+            try:
+                return await tool.execute(iid, {"query_list": [q]})
+            finally:
+                await tool.release(iid)
+        return await asyncio.gather(*(one(q) for q in queries))
+
+    results = asyncio.run(go())
+    for q, (resp, _reward, metrics) in zip(queries, results, strict=True):
+        assert metrics["queries"] == [q] and q.split()[-1] in resp.text

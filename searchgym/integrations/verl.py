@@ -86,7 +86,10 @@ class SearchgymSearchTool(BaseTool):
     def _search(self, parameters: Any) -> tuple[str, dict[str, Any]]:
         from searchgym.integrations._common import tool_step
 
-        env = self._idle.pop() if self._idle else self._new_env()
+        try:
+            env = self._idle.pop()  # atomic under the GIL; concurrent calls each get their own env
+        except IndexError:
+            env = self._new_env()
         try:
             env.reset(options={"example": _placeholder_example()})
             args = dict(parameters) if isinstance(parameters, dict) else {"query_list": parameters}
