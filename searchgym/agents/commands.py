@@ -18,7 +18,7 @@ AgentOpt = Annotated[str, typer.Option(
                           "on an OpenAI-compatible server.")]
 EnvOpt = Annotated[str, typer.Option("--env", help="Gymnasium env id.")]
 SplitOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    "--split", help="World split: train, dev, test, shift_phrasing, shift_family, shift_type.")]
+    "--split", help="World split: train, dev, test, shift_phrasing, shift_family, shift_type, shift_strategy.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed: question order and agent sampling.")]
 NumEnvsOpt = Annotated[int, typer.Option("--num-envs", "-b", help="Parallel env slots (one batched search per step).")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
