@@ -54,6 +54,12 @@ def test_skyrl_row_without_a_known_id_uses_its_question_and_ground_truth():
     env.init([])
     assert env.env.example.question == "Who made it?"
     assert env.step("<answer> ada </answer>")["reward"] == 1.0
+    from searchgym.errors import ConfigError
+
+    anon = skyrl_gym.make(ENV_ID, env_config={"split": "dev"}, extras={})
+    with pytest.raises(ConfigError, match="name no question"):
+        anon.init([{"role": "user", "content": "What is 2+2?"}])
+    assert anon.init([])[0][0]["content"]  # no prompt: the env poses its next question itself
 
 
 def test_gem_make_reset_step(ref):

@@ -89,6 +89,8 @@ def test_pickle_keeps_arguments_and_shares_the_retriever(env):
 def test_unknown_question_id_says_what_to_do(env):
     with pytest.raises(ConfigError, match="not in this environment's dataset"):
         env.reset(question_id="nope", prompt=[{"role": "user", "content": "x"}])
+    with pytest.raises(ConfigError, match="names no question"):  # a prompt the env cannot match to a question
+        env.reset(prompt=[{"role": "user", "content": "What is 2+2?"}])
 
 
 def test_diversity_reward_logs_the_group_queries_and_scores_zero(rows):

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from searchgym.errors import ConfigError
 from searchgym.integrations._common import diversity_figures, new_tracker, question_options, require
 
 require("skyrl")
@@ -62,7 +63,11 @@ class SearchgymTextEnv(BaseTextEnv):
 
     def init(self, prompt: Any) -> tuple[Any, dict[str, Any]]:
         """Pose the row's question; keep the row's prompt if it has one, else the env's."""
-        obs, info = self.env.reset(options=question_options(self.env, self.extras, {}))
+        options = question_options(self.env, self.extras, {})
+        if options is None and prompt:
+            raise ConfigError("the row has a prompt but its extras name no question (id / extra_info.index, or "
+                              "question + reward_spec.ground_truth); export rows with `searchgym data export-world`")
+        obs, info = self.env.reset(options=options)
         if not prompt:
             prompt = [{"role": "user", "content": obs}]
         return prompt, {"question_id": info["question_id"]}

@@ -86,6 +86,9 @@ class SearchgymToolEnv:
     def reset(self, **row: Any) -> str | None:
         """Pose the row's question (by ``index``/``question_id``); return the prompt when the row has none."""
         options = self._options(row)
+        if options is None and row.get("prompt"):
+            raise ConfigError("the row has a prompt but names no question (no index/question_id, or question + "
+                              "answers), so the env cannot know what it asks; build rows with make_dataset")
         obs, _info = self.env.reset(options=options)
         return None if row.get("prompt") else obs
 
