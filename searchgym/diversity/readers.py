@@ -719,12 +719,19 @@ def _get(d: Any, dotted: str) -> Any:
     return cur
 
 
+_LOWER: list[Any] = [None, None]
+
+
 def _lookup(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
     """The first present key (case-insensitive) and its value."""
     for k in keys:
         if k in obj:
             return k, obj[k]
-    lower = {str(k).lower(): k for k in obj}
+    if _LOWER[0] is obj:  # one record is looked up many times: keep its lower-case key map
+        lower = _LOWER[1]
+    else:
+        lower = {str(k).lower(): k for k in obj}
+        _LOWER[0], _LOWER[1] = obj, lower
     for k in keys:
         if k in lower:
             return lower[k], obj[lower[k]]
@@ -1001,6 +1008,11 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
                 asm.call(_function_call(name, args, "openai_tools", cid))
             if asm.done:
                 break
+        elif role == "function_call":  # ShareGPT/glaive: the call as JSON in its own turn
+            seen_assistant = True
+            c = _tool_call_queries(_content(m))
+            c.grammar = "function_call"
+            asm.call(c)
         elif role in ("tool", "user"):
             if role == "user" and not seen_assistant:
                 if question is None:
