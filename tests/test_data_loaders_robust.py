@@ -93,8 +93,8 @@ def test_ircot_layout_is_detected_and_loaded():
     qs = load_qa(IRCOT)
     assert qs.report.format == "ircot" and len(qs) == 4
     by = {q.id: q for q in qs}
-    assert by["5a8b57f25542995d1e6f1371"].answers == ["yes"]
-    assert by["5a8b57f25542995d1e6f1371"].metadata["supporting_titles"] == ["Ed Wood", "Scott Derrickson"]
+    assert by["5a7a06935542990198eaf050"].answers == ["yes"]
+    assert by["5a7a06935542990198eaf050"].metadata["supporting_titles"] == ["Ed Wood", "Scott Derrickson"]
     assert by["5a85ea095542994775f606a8"].answers == ["13"]            # answers_objects[].number
     assert by["5ab3b0bf5542992ade7c6e39"].answers == ["4 July 1998"]   # answers_objects[].date
 
@@ -103,7 +103,7 @@ def test_ircot_pooled_corpus_has_gold_ids():
     passages, questions = pooled_corpus(IRCOT, format="ircot")
     assert len(passages) == 7  # the repeated "Ed Wood" / "Launch Day" paragraphs are pooled once
     titles = {p.id: p.title for p in passages}
-    q = next(q for q in questions if q.id == "5a8c7595554299585d9e36b6")
+    q = next(q for q in questions if q.id == "5a879ab05542996e4f30887e")
     assert [titles[i] for i in q.supporting_ids] == ["Kiss and Tell (1945 film)", "Shirley Temple"]
 
 
