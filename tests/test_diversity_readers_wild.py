@@ -278,3 +278,28 @@ def test_adversarial_megabyte_lines_are_read_in_linear_time(tmp_path, case):
     p.write_text(json.dumps({"input": "Question: q", "output": text}) + "\n")
     (ep,) = read_run(p).episodes
     assert (len(ep.queries), ep.malformed) == (n_queries, n_malformed)
+
+
+def test_verl_output_with_special_tokens_kept(tmp_path):
+    out = ('<tool_call>\n{"name": "search", "arguments": {"query": "a"}}\n</tool_call><|im_end|>\n<|im_start|>user\n'
+           '<tool_response>\n{"result": "Doc 1 (Title: A)\\ntext"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
+           '<tool_call>\n{"name": "search", "arguments": {"query": "b"}}\n</tool_call><|im_end|>\n<|im_start|>user\n'
+           '<tool_response>\n{"result": "Doc 1 (Title: B)\\ntext"}\n</tool_response><|im_end|>\n<|im_start|>assistant\n'
+           '<answer>x</answer><|im_end|><|endoftext|><|endoftext|>')
+    p = tmp_path / "0.jsonl"
+    p.write_text(json.dumps({"input": "Question: q?", "output": out, "score": 1, "step": 0}) + "\n")
+    (ep,) = read_run(p).episodes
+    assert ep.queries == ["a", "b"] and ep.turns == [0, 1] and ep.titles == [["A"], ["B"]] and ep.answer == "x"
+
+
+def test_a_prompt_field_with_a_search_example_is_not_the_text_field(tmp_path):
+    prompt = "Search with <search> query </search>, results come in <information> and </information>."
+    rows = [{"prompt": prompt + " Question: q1?", "response": "<answer>x</answer>", "reward": 0},
+            {"prompt": prompt + " Question: q2?", "response": "<search>real</search><information>d</information>"
+                                                             "<answer>y</answer>", "reward": 1}]
+    p = tmp_path / "pr.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = read_run(p)
+    assert run.fmt == "search-r1"
+    assert [e.queries for e in run.episodes] == [[], ["real"]]
+    assert [e.question for e in run.episodes] == ["q1?", "q2?"]

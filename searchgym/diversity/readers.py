@@ -73,6 +73,8 @@ REWARD_KEYS = ("reward", "score", "acc", "em", "correct", "is_correct")
 STEP_KEYS = ("step", "global_step", "policy_step", "iteration", "epoch")
 EPISODE_ID_KEYS = ("episode_id", "id", "uid", "request_id", "traj_id", "sample_id")
 QUESTION_ID_KEYS = ("question_id", "qid", "question_idx")
+_PROMPT_KEYS = frozenset({"prompt", "input", "instruction", "system", "system_prompt", "question", "problem",
+                          "query", "context", "template", "prompt_text"})
 MESSAGE_KEYS = ("messages", "conversations", "conversation", "dialog", "chat")
 
 DEFAULT_QUERY_TAGS: tuple[tuple[str, str], ...] = (
@@ -1150,6 +1152,8 @@ def _detect_record(obj: dict, opts: _Opts) -> str | None:
             return "react" if (TOOL_CALL[0] not in v and not any(o in v for o, _ in opts.query_tags)) \
                 else "search-r1"
     for kk, v in obj.items():
+        if str(kk).lower() in _PROMPT_KEYS:
+            continue  # an instruction's "<search> query </search>" example is no call
         if isinstance(v, str) and len(v) > 20 and _has_call_marker(v, opts.query_tags):
             opts.field = kk
             return "react" if (TOOL_CALL[0] not in v and not any(o in v for o, _ in opts.query_tags)) \
