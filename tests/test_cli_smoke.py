@@ -246,12 +246,12 @@ SLOW = {"serve", "serve-openenv", "sft", "rl"}  # a subprocess start or a model:
 def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
     """The commands of the README's command table: ``searchgym index build CORPUS ...`` -> ``index build``."""
     text = readme.read_text(encoding="utf-8")
-    start = text.find("## Command line")
-    if start < 0:
+    m = re.search(r"^## Command line", text, re.MULTILINE)
+    if m is None:
         return []
-    end = text.find("\n## ", start + 1)
+    end = text.find("\n## ", m.end())
     out = []
-    for line in text[start:end if end > 0 else None].splitlines():
+    for line in text[m.start():end if end > 0 else None].splitlines():
         m = re.match(r"\|\s*`(searchgym|make)\s+([^`|]*)", line)
         if not m:
             continue
