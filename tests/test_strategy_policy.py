@@ -80,6 +80,9 @@ def test_every_arm_runs_and_reports_ci(outcomes):
         assert a["seeds"] == 2 and set(a["shift_success"]) == {"shift_strategy"}
         assert 0.0 <= a["train_success"]["mean"] <= 1.0 and a["strategy_entropy"]["ci"] >= 0.0
     assert "acted" in res["arms"]["grpo_klcov"]["controls"]
+    steps = res["arms"]["grpo_klcov"]["control_steps"][0]
+    assert [s["step"] for s in steps] == [1, 2, 3, 4]
+    assert any(s["selected_share"] > 0 for s in steps) == res["arms"]["grpo_klcov"]["controls"]["acted"]
 
 
 def test_mean_ci():

@@ -111,3 +111,22 @@ def test_cli_preset_reproduces_a_table_cell(tmp_path):
     bad = CliRunner().invoke(app, ["rollout", "--agent", "entity", "--preset", "nope", "-n", "2", "--no-progress"],
                              env={"COLUMNS": "200"})
     assert bad.exit_code != 0 and "unknown preset" in bad.output
+
+
+def test_entity_looks_up_nicknames_only():
+    """On named subjects entity is still one search; on nicknames it resolves the name and searches again."""
+    from searchgym.agents.heuristics import HeuristicAgent
+    from searchgym.agents.rollout import rollout
+
+    kw = get_preset("squeeze")
+    named = rollout(HeuristicAgent("entity"), "searchgym/SearchQA-v0", 60, split="train", env_kwargs=kw,
+                    progress=False)
+    assert all(t.num_searches == 1 for t in named)
+    nick = rollout(HeuristicAgent("entity"), "searchgym/SearchQA-v0", 60, split="shift_strategy", env_kwargs=kw,
+                   progress=False)
+    two = [t for t in nick if t.num_searches == 2]
+    assert len(two) >= 50
+    for t in two:
+        first, second = (s.query for s in t.steps[:2])
+        alias = next(a for a in default_world().aliases if a in t.question)
+        assert alias in first and default_world().aliases[alias] in second

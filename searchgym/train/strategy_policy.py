@@ -346,7 +346,7 @@ def _shaped_rewards(arm: str, cfg: StrategyConfig, r: np.ndarray, acts: np.ndarr
     return r
 
 
-def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, float]]:
+def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     """Train a copy of the SFT start with one arm; returns (policy, history, control stats)."""
     import copy
 
@@ -376,6 +376,7 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
     history: list[dict[str, Any]] = []
     ctl = Counter()
     n_updates = 0
+    step_log: list[dict[str, float]] = []  # per RL step: what the controls did
 
     def record(step: int) -> None:
         st = policy_stats(policy, x_tr, em_tr)
@@ -393,6 +394,7 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
                 _sft_steps(policy, opt, xb[k * mb:(k + 1) * mb], t[k * mb:(k + 1) * mb], 1)
                 n_updates += 1
         else:
+            before = Counter(ctl)
             with torch.no_grad():
                 old_logits = policy(xb)
                 acts_t = torch.multinomial(torch.softmax(old_logits, -1), 1, generator=gen).squeeze(1)
@@ -437,16 +439,21 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
                 ctl["abs_log_ratio"] += float(((logp.detach() - olp).abs() * m).sum())
                 ctl["tokens"] += float(m.sum())
                 n_updates += 1
+            d = {k: ctl[k] - before[k] for k in ("clipfrac", "abs_log_ratio", "selected", "tokens")}
+            tk = max(d["tokens"], 1.0)
+            step_log.append({"step": step, "tokens": d["tokens"], "clip_fraction": d["clipfrac"] / tk,
+                             "mean_abs_log_ratio": d["abs_log_ratio"] / tk, "selected_share": d["selected"] / tk})
             if arm == "grpo_sft_refresh" and step % cfg.refresh_every == 0:
                 t = torch.tensor(_demo_targets(n, ctx.strategies, ctx.weights, 1, demo_rng))
                 _sft_steps(policy, opt, x_tr, t, cfg.refresh_steps)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
     tok = max(ctl["tokens"], 1.0)
-    controls = {"updates": float(n_updates), "clip_fraction": ctl["clipfrac"] / tok,
+    controls: dict[str, Any] = {"updates": float(n_updates), "clip_fraction": ctl["clipfrac"] / tok,
                 "mean_abs_log_ratio": ctl["abs_log_ratio"] / tok, "selected_share": ctl["selected"] / tok}
     if arm in ("grpo_clipcov", "grpo_klcov"):
         controls["acted"] = float(controls["selected_share"] > 0 and controls["mean_abs_log_ratio"] > 1e-4)
+    controls["per_step"] = step_log
     return policy, history, controls
 
 
@@ -483,8 +490,9 @@ def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcome
     """SFT start + every arm x ``cfg.seeds`` seeds; per arm mean +- 95% CI over seeds of every figure.
 
     Returns ``{"config", "strategies", "oracle", "per_strategy", "start", "arms": {ARM: {..., "controls",
-    "history"}}, "seeds", "seconds"}`` (``history``: per seed, train success / strategy entropy / shares
-    every ``eval_every`` steps). ``outcomes`` (from :func:`compute_outcomes`) skips the precompute.
+    "control_steps", "history"}}, "seeds", "seconds"}`` (``history``: per seed, train success / strategy
+    entropy / shares every ``eval_every`` steps; ``control_steps``: per seed, each RL step's clip fraction,
+    mean |log ratio| and share of choices Clip-Cov / KL-Cov selected). ``outcomes`` (from :func:`compute_outcomes`) skips the precompute.
     """
     import torch
 
@@ -523,7 +531,8 @@ def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcome
                 hist.append(h)
                 ctls.append(c)
             summ = _summary(evals, cfg.splits, out.strategies)
-            summ["controls"] = {k: float(np.mean([c[k] for c in ctls])) for k in ctls[0]}
+            summ["controls"] = {k: float(np.mean([c[k] for c in ctls])) for k in ctls[0] if k != "per_step"}
+            summ["control_steps"] = [c["per_step"] for c in ctls]  # per seed, per RL step
             if "acted" in summ["controls"]:
                 summ["controls"]["acted"] = bool(summ["controls"]["acted"] == 1.0)
             summ["history"] = hist
