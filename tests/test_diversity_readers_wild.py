@@ -102,7 +102,7 @@ def test_react_plain_text_log_with_two_trials():
     ]  # the few-shot example between "Here are some examples" and "(END OF EXAMPLES)" is no episode
     assert run.episodes[1].turns == [0, 1] and run.episodes[1].evidence[0] == ["Mara Quill is a writer."]
     assert [e.source_line for e in run.episodes] == [11, 21, 34]
-    assert len(list(read_react_log(W / "react_log.txt"))) == 3
+    assert [e.queries for e in read_react_log(W / "react_log.txt")] == [e.queries for e in run.episodes]
 
 
 def test_react_log_trial_markers_of_other_shapes(tmp_path):

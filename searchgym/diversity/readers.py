@@ -1312,9 +1312,9 @@ def _tried_message(where: Path, keys: list[str] | None) -> str:
             "for other tags, or --text-field FIELD for any JSON field")
 
 
-def read_react_log(path: str | os.PathLike, *, query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
-                   stats: ReadStats | None = None, lenient: bool = False) -> Iterator[_Parsed]:
-    """Episodes of a plain-text ReAct log (see the module docstring)."""
+def _react_log_records(path: str | os.PathLike, *, query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
+                       stats: ReadStats | None = None, lenient: bool = False) -> Iterator[_Parsed]:
+    """Parsed episodes of a plain-text ReAct log (see the module docstring)."""
     p = Path(path)
     stats = stats if stats is not None else ReadStats(format="react-log")
     raw = p.read_bytes()
@@ -1484,7 +1484,7 @@ def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = No
         try:
             if ffmt == "react-log":
                 stats.container = "text"
-                parsed.extend(read_react_log(f, query_tags=tags, stats=stats, lenient=lenient))
+                parsed.extend(_react_log_records(f, query_tags=tags, stats=stats, lenient=lenient))
             else:
                 parsed.extend(_read_records(f, ffmt, opts, stats, lenient, default_step))
         except OSError as exc:
@@ -1561,6 +1561,7 @@ read_verl = _reader("verl")
 read_search_r1 = _reader("search-r1")
 read_chat = _reader("chat")
 read_react = _reader("react")
+read_react_log = _reader("react-log")
 
 
 def read_generic(path: str | os.PathLike, *, text_field: str, **kw: Any) -> Iterator[Episode]:
