@@ -93,6 +93,7 @@ _SEARCH_ARG_KEYS = ("query", "queries", "query_list", "q", "search_query", "sear
 _ANSWER_TOOLS = ("finish", "answer", "submit_answer", "final_answer", "submit")
 
 MAX_TITLE = 400
+_DECODER = json.JSONDecoder()
 _STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
 # ReAct keywords count only at a line start (a retrieved text may say "action:")
 _REACT_RE = (r"(?<![^\n])[ \t]*(?:(?P<act>[Aa]ction)|(?P<obs>[Oo]bservation)|(?P<th>[Tt]hought))"
@@ -375,7 +376,7 @@ def _tool_call_queries(body: str) -> _Call:
     if i < 0:
         return _Call("tool_call", None)
     try:
-        obj, _ = json.JSONDecoder().raw_decode(s, i)
+        obj, _ = _DECODER.raw_decode(s, i)
     except (ValueError, RecursionError):
         return _Call("tool_call", None)
     return _function_call(obj.get("name") if isinstance(obj, dict) else None,
@@ -386,7 +387,7 @@ def _tool_call_queries(body: str) -> _Call:
 def _function_call(name: Any, args: Any, grammar: str, call_id: str | None) -> _Call:
     if isinstance(args, str):  # OpenAI: arguments is a JSON string
         try:
-            args, _ = json.JSONDecoder().raw_decode(args.strip() or "null")
+            args, _ = _DECODER.raw_decode(args.strip() or "null")
         except (ValueError, RecursionError):
             return _Call(grammar, None, call_id)
     lname = name.lower() if isinstance(name, str) else ""
