@@ -5,7 +5,7 @@ Two formats: a verl rollout dump whose searches are Qwen ``<tool_call>`` JSON (t
 100k queries (``--large`` adds 1M). Each configuration runs in a fresh subprocess so that its peak RSS
 (``ru_maxrss``) is its own. It reports the read time, the analysis time (``core.analyze_episodes`` at the slot
 level), queries/s of the two together and the time per query, whose max/min ratio over the sizes shows
-whether the cost is linear (flat within 2x). Goal: >= 20,000 queries/s at the slot level.
+whether the cost is linear (flat within 2x); q/s over CPU time is printed too (steadier on a shared machine). Goal: >= 20,000 queries/s at the slot level.
 
 It also times the readers on adversarial 1 MB lines (40,000+ unclosed tags and the like), which the
 quadratic readers before this one took minutes on.
@@ -94,15 +94,16 @@ def one(fmt: str, n: int, path: str, n_boot: int) -> dict:
     from searchgym.diversity.core import analyze_episodes
     from searchgym.diversity.readers import read_run
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     run = read_run(path)
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     stats = analyze_episodes(run.episodes, levels=("slot",), n_boot=n_boot, read_stats=run.read_stats)
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     nq = run.read_stats.queries
     slot = stats.levels["slot"]
     return {"format": fmt, "queries": nq, "episodes": run.read_stats.episodes, "read_s": t1 - t0,
             "analyze_s": t2 - t1, "total_s": t2 - t0, "qps": nq / (t2 - t0), "read_qps": nq / (t1 - t0),
+            "read_cpu_qps": nq / max(c1 - c0, 1e-9), "cpu_qps": nq / max(c2 - c0, 1e-9),
             "us_per_query": 1e6 * (t2 - t0) / nq, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
             "slot_entropy": getattr(slot, "entropy", None)}
 
@@ -156,14 +157,16 @@ def main() -> None:
                 rows.append(r)
                 print(f"{fmt:14s} {r['queries']:>9,d} queries {r['file_mb']:7.1f} MB  read {r['read_s']:7.2f} s "
                       f"({r['read_qps']:>9,.0f} q/s)  analyze {r['analyze_s']:7.2f} s  total {r['qps']:>9,.0f} q/s  "
-                      f"{r['us_per_query']:6.1f} us/query  peak RSS {r['peak_rss_mb']:7.0f} MB", flush=True)
+                      f"{r['us_per_query']:6.1f} us/query  (CPU: read {r['read_cpu_qps']:,.0f} q/s, total "
+                      f"{r['cpu_qps']:,.0f} q/s)  peak RSS {r['peak_rss_mb']:7.0f} MB", flush=True)
             per = [r["us_per_query"] for r in rows if r["format"] == fmt]
             print(f"{fmt}: time per query max/min over sizes = {max(per) / min(per):.2f} (linear if <= 2)")
-    print("\n| format | queries | file MB | read q/s | analyze s | total q/s | us/query | peak RSS MB |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| format | queries | file MB | read q/s | analyze s | total q/s | us/query | total q/s (CPU time) "
+          "| peak RSS MB |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['format']} | {r['queries']:,} | {r['file_mb']:.1f} | {r['read_qps']:,.0f} | {r['analyze_s']:.2f} "
-              f"| {r['qps']:,.0f} | {r['us_per_query']:.1f} | {r['peak_rss_mb']:.0f} |")
+              f"| {r['qps']:,.0f} | {r['us_per_query']:.1f} | {r['cpu_qps']:,.0f} | {r['peak_rss_mb']:.0f} |")
     print("\nadversarial lines (read_run):")
     for name, size, secs in adversarial():
         print(f"  {name:45s} {size / 1e6:5.2f} MB  {secs:6.3f} s")
