@@ -253,6 +253,15 @@ def test_bad_json_file_containers(tmp_path):
         read_run(W / "custom_tags.jsonl", query_tags=("<q>", "<q>"))
     with pytest.raises(TrajectoryFormatError, match="react-log"):
         read_run(txt, fmt="verl")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    for fmt in ("auto", "verl"):
+        with pytest.raises(TrajectoryFormatError, match="no episode"):
+            read_run(empty, fmt)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + GOOD + b"\n" + GOOD + b"\n")
+    run = read_run(bom)
+    assert run.read_stats.container == "jsonl" and [e.queries for e in run.episodes] == [["a"], ["a"]]
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1212,7 +1212,7 @@ class _BadRecord(Exception):
 
 def _decode(raw: bytes) -> Any:
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark is not JSON
     except UnicodeDecodeError as exc:
         raise _BadRecord("not UTF-8", f"not valid UTF-8 (byte {exc.start})") from None
     try:
@@ -1235,9 +1235,11 @@ def _records(path: Path, stats: ReadStats, lenient: bool) -> Iterator[tuple[int,
         line1 = head[:nl] if nl >= 0 else head
         container = "jsonl"
         try:
-            json.loads(line1.decode("utf-8"))
+            json.loads(line1.decode("utf-8-sig"))
         except (ValueError, UnicodeDecodeError, RecursionError):
             container = "json-object"  # a pretty-printed object (or a broken first line: reported below)
+    elif not first:
+        return  # an empty file holds no records
     else:
         container = "text"
     stats.container = container if stats.container in ("", container) else "mixed"
@@ -1423,7 +1425,7 @@ def _detect_file(f: Path, opts: _Opts) -> str:
             return "react-log"
         raise TrajectoryFormatError(_tried_message(f, None)) from None
     if keys is None:
-        raise TrajectoryFormatError(f"{f} holds no records")
+        raise TrajectoryFormatError(f"{f} holds no episode records (empty, or no line is a JSON object)")
     raise TrajectoryFormatError(_tried_message(f, keys))
 
 
@@ -1508,6 +1510,9 @@ def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = No
     if stats.unexecuted:
         stats.notes.append(f"{stats.unexecuted} well-formed calls were never executed (no observation followed: "
                            "after the response ended or past the turn limit) and are not counted as queries")
+    if not episodes:
+        why = f" ({stats.skipped_lines} malformed lines skipped)" if stats.skipped_lines else ""
+        raise TrajectoryFormatError(f"{p} holds no episodes{why}")
     stats.episodes = len(episodes)
     stats.queries = sum(len(e.queries) for e in episodes)
     stats.malformed = sum(e.malformed for e in episodes)
