@@ -32,12 +32,13 @@ every diversity figure is also reported over.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from searchgym.diversity.moves import stem
-from searchgym.diversity.templates import _STOP, _cap_runs, _SpanIndex, normalize, question_spans
+from searchgym.diversity.moves import _terms, stem
+from searchgym.diversity.templates import _DISAMBIG, _STOP, _cap_runs, _SpanIndex, normalize, question_spans
 
 STRATEGIES = ("copy-question", "question-fragment", "entity-lookup", "entity+relation", "bridge", "rephrase",
               "off-task", "malformed")
@@ -45,6 +46,7 @@ GROUNDED = frozenset(STRATEGIES) - {"off-task", "malformed"}
 MAX_QUERY_WORDS = 32
 COPY_OVERLAP = 0.8
 
+_NON_LETTER = re.compile(r"[\W\d_]+")
 _MARKUP = re.compile(r"</?[A-Za-z_|][^<>]{0,40}>|\{\s*\"|\"\s*:\s*[\[{\"]|<\||\|>")
 
 
@@ -92,15 +94,15 @@ def is_malformed(query: str) -> bool:
         return True
     if ("<" in q or "{" in q or "|" in q or '"' in q) and _MARKUP.search(q):
         return True
-    nonspace = sum(1 for ch in q if not ch.isspace())
-    letters = sum(1 for ch in q if ch.isalpha())
+    nonspace = sum(map(len, words))
+    letters = len(_NON_LETTER.sub("", q))
     if nonspace and letters / nonspace < 0.5:
         return True
     toks = normalize(q).split()
     if not toks:
         return True
-    if len(toks) >= 4:
-        top = max(toks.count(t) for t in set(toks))
+    if len(toks) >= 4 and len(set(toks)) * 2 < len(toks) + 1:  # (cheap pre-check: many repeats)
+        top = Counter(toks).most_common(1)[0][1]
         if top / len(toks) > 0.5:
             return True
     return False
@@ -127,27 +129,60 @@ class EvidenceContext:
     """What an episode has retrieved so far: its term set and the names in it (titles, capitalised runs).
 
     ``add(texts, titles)`` after a turn's searches return; ``classify`` sees only what was added before.
+    Names are kept as normalised strings (with their first tokens), so adding one is a set insertion.
     """
 
-    __slots__ = ("names", "terms")
+    __slots__ = ("max_len", "names", "starts", "terms")
 
     def __init__(self) -> None:
         self.terms: set[str] = set()
-        self.names = _SpanIndex()
+        self.names: set[str] = set()
+        self.starts: set[str] = set()
+        self.max_len = 0
+
+    def _add_name(self, name: str) -> None:
+        key = normalize(name)
+        toks = key.split()
+        if not toks or all(t in _STOP for t in toks) or key in self.names:
+            return
+        self.names.add(key)
+        self.starts.add(toks[0])
+        self.max_len = max(self.max_len, len(toks))
 
     def add(self, texts: Iterable[str] = (), titles: Iterable[str] = ()) -> None:
         for t in titles:
             if t:
-                self.names.add(str(t))
-                self.terms |= _term_set(str(t))
+                t = str(t)
+                self._add_name(_DISAMBIG.sub("", t) if "(" in t else t)
+                self.terms |= _terms(t)
         for text in texts:
             if not text:
                 continue
             text = str(text)
-            self.terms |= _term_set(text)
+            self.terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
             for _, _, span in _cap_runs(text):
                 if span and len(span) > 2:
-                    self.names.add(span)
+                    self._add_name(span)
+
+    def find(self, toks: Sequence[str]) -> list[tuple[int, int]]:
+        """(start, end) token spans of known names in ``toks`` (longest match, left to right)."""
+        out = []
+        if not self.names:
+            return out
+        i, n = 0, len(toks)
+        while i < n:
+            best = None
+            if toks[i] in self.starts:
+                for j in range(min(n, i + self.max_len), i, -1):
+                    if " ".join(toks[i:j]) in self.names:
+                        best = j
+                        break
+            if best is not None:
+                out.append((i, best))
+                i = best
+            else:
+                i += 1
+        return out
 
 
 def classify(query: str, question: str | None, evidence: EvidenceContext | None = None) -> QueryStrategy:
@@ -171,7 +206,7 @@ def classify(query: str, question: str | None, evidence: EvidenceContext | None 
     if copies:
         return QueryStrategy("copy-question", True, share_q, share_e, share_x, n)
     q_names = _names(toks, q_idx)
-    e_names = [s for s in _names(toks, evidence.names if evidence is not None else None)
+    e_names = [s for s in (evidence.find(toks) if evidence is not None else ())
                if not q_terms or not set(_stems(" ".join(toks[s[0]:s[1]]))) <= q_terms]
     if not q_names and not e_names and in_q == 0 and in_e == 0:
         return QueryStrategy("off-task", False, share_q, share_e, share_x, n)

@@ -60,6 +60,7 @@ _CAPRUN = re.compile(_CAPRUN_SRC.replace("[A-Z]", f"[A-Z{_UPPER}]"))
 # The ASCII pattern: identical matches on printable ASCII text (where Unicode \w, \s, \d and \b reduce
 # to their ASCII sets), and cheaper.
 _CAPRUN_ASCII = re.compile(_CAPRUN_SRC, re.ASCII)
+_SEPARATORS = re.compile(r"[\x1c-\x1f\x85]")
 
 
 
@@ -540,7 +541,8 @@ def question_spans(question: str) -> list[str]:
 def _cap_runs(text: str) -> tuple[tuple[int, str, str | None], ...]:
     """(start, run, ``_entity_run(run)``) of each capitalised run of a text; shared by the question
     spans and the query's own capitalised runs (an agent's first query often is the question)."""
-    pat = _CAPRUN_ASCII if text.isascii() and text.isprintable() else _CAPRUN
+    # ASCII text without the separators \x1c-\x1f (Unicode \s, not ASCII \s) matches the same either way
+    pat = _CAPRUN_ASCII if text.isascii() and (text.isprintable() or not _SEPARATORS.search(text)) else _CAPRUN
     return tuple((m.start(), r, _entity_run(r)) for m in pat.finditer(text) for r in (m.group(1),))
 
 
