@@ -312,3 +312,20 @@ def test_a_prompt_field_with_a_search_example_is_not_the_text_field(tmp_path):
     assert run.fmt == "search-r1"
     assert [e.queries for e in run.episodes] == [[], ["real"]]
     assert [e.question for e in run.episodes] == ["q1?", "q2?"]
+
+
+def test_chat_tool_results_without_matching_ids_follow_call_order(tmp_path):
+    def call(i, q):
+        return {"id": f"call_{i}", "type": "function",
+                "function": {"name": "web_search", "arguments": json.dumps({"query": q})}}
+    rec = {"messages": [{"role": "user", "content": "Who?"},
+                        {"role": "assistant", "content": "", "tool_calls": [call(1, "a"), call(2, "b")]},
+                        {"role": "tool", "tool_call_id": "other-1", "content": "Doc 1(Title: A) x"},
+                        {"role": "tool", "content": "Doc 1(Title: B) y"},
+                        {"role": "assistant", "content": "", "tool_calls": [call(3, "never run")]}]}
+    p = tmp_path / "c.jsonl"
+    p.write_text(json.dumps(rec) + "\n")
+    run = read_run(p)
+    (ep,) = run.episodes
+    assert ep.queries == ["a", "b"] and ep.titles == [["A"], ["B"]] and ep.question == "Who?"
+    assert run.read_stats.unexecuted == 1

@@ -309,9 +309,9 @@ class _Assembler:
                         pending.extend((q, ti, c.grammar) for q in c.queries)
                 continue
             ids = {i for _, i in turn.obs if i is not None}
-            if ids:
+            run = [c for c in good if c.call_id in ids] if ids else []
+            if run:  # results matched to their calls by id (OpenAI tool_call_id)
                 by_id = {i: t for t, i in turn.obs if i is not None}
-                run = [c for c in good if c.call_id in ids]
                 blocks = [[by_id[c.call_id]] for c in run]
             else:
                 if all(c.grammar == "tool_call" for c in good) and len(turn.obs) < len(good):
