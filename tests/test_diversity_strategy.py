@@ -20,8 +20,10 @@ TITLES = ["Ravenhill (novel)"]
 CASES = [
     ("Who wrote the novel Ravenhill?", "copy-question"),
     ("who wrote the novel ravenhill", "copy-question"),
-    ("novel Ravenhill wrote", "copy-question"),  # every content term of the question, and nothing else
-    ("who wrote the novel Ravenhill wikipedia", "entity+relation"),  # 3 of 4 own terms: < 0.8, no copy
+    ("who wrote the novel Ravenhill wikipedia", "copy-question"),  # 5 of its 6 tokens, all 5 of the question's
+    ("the novel Ravenhill who wrote", "copy-question"),  # reordered
+    ("novel Ravenhill wrote", "question-fragment"),  # keywords: 3 of the question's 5 tokens, no copy
+    ("who wrote the novel Ravenhill wikipedia page text", "entity+relation"),  # 5 of 8 own tokens: no copy
     ("novel Ravenhill", "question-fragment"),
     ("wrote ravenhill", "question-fragment"),
     ("Ravenhill", "entity-lookup"),
@@ -62,7 +64,7 @@ def test_word_sources_and_copy_flag():
     assert s.from_neither == pytest.approx(1 / 3) and not s.copies_question
     c = classify("who wrote the novel ravenhill", Q, ev)
     assert c.copies_question and c.from_question == 1.0
-    # a fragment holds < 80% of the question's content terms: not a copy
+    # a fragment holds < 80% of the question's tokens: not a copy
     assert not classify("novel Ravenhill", Q, ev).copies_question
 
 

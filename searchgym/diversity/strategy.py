@@ -11,7 +11,8 @@ Per query (``QueryStrategy``):
 * ``sources``: the share of its content terms found in the question, else in earlier evidence, else in
   neither;
 * ``copies_question``: token overlap with the question >= 0.8 both ways (the query holds at least 80% of
-  the question's content terms and at least 80% of its own content terms come from the question);
+  the question's normalised tokens and at least 80% of its own tokens are the question's; function words
+  count, so a keyword query that drops them is a fragment, not a copy);
 * ``strategy``: the first class that applies, in this order (the same classes on every corpus):
 
 ==================  ===================================================================================
@@ -82,6 +83,22 @@ def _question_context(question: str) -> tuple[frozenset[str], _SpanIndex]:
     for span in question_spans(question):
         idx.add(span)
     return _term_set(question), idx
+
+
+@lru_cache(maxsize=1 << 15)
+def _question_tokens(question: str) -> frozenset[str]:
+    return frozenset(normalize(question).split())
+
+
+def _copies(toks: Sequence[str], question: str) -> bool:
+    """Token overlap with the question >= ``COPY_OVERLAP`` both ways (normalised tokens, function words
+    included: a keyword query that drops them is a fragment, not a copy)."""
+    qt = _question_tokens(question)
+    mine = set(toks)
+    if not qt or not mine:
+        return False
+    shared = len(mine & qt)
+    return shared / len(qt) >= COPY_OVERLAP and shared / len(mine) >= COPY_OVERLAP
 
 
 def is_malformed(query: str) -> bool:
@@ -200,9 +217,7 @@ def classify(query: str, question: str | None, evidence: EvidenceContext | None 
     share_q = in_q / n if n else 0.0
     share_e = in_e / n if n else 0.0
     share_x = 1.0 - share_q - share_e if n else 0.0
-    qset = frozenset(stems)
-    copies = bool(q_terms) and bool(qset) and len(qset & q_terms) / len(q_terms) >= COPY_OVERLAP \
-        and len(qset & q_terms) / len(qset) >= COPY_OVERLAP
+    copies = _copies(toks, question) if question else False
     if copies:
         return QueryStrategy("copy-question", True, share_q, share_e, share_x, n)
     q_names = _names(toks, q_idx)
