@@ -111,7 +111,8 @@ def main() -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"\nbest of {repeats} run(s), each the median of {steps} policy steps after one warm-up step (CPU-time "
           "ratio and CPU µs/query: sums over a run's steps, lowest run); "
-          "every row also computes moves, CTAR, distinct-n and process metrics; heuristic rollout = "
+          "every row also computes (through the analysis core) strategy classes, question MI, Hill numbers, "
+          "the well-formed block, moves, CTAR, distinct-n and process metrics; heuristic rollout = "
           "DiverseAgent on searchgym/SearchQA-v0 (BM25, embedded world, vector env); "
           f"{os.cpu_count()} CPUs, load average {load:.1f} during the run.")
 
