@@ -38,11 +38,15 @@ def test_n_beyond_a_dataset_file_and_repeat(tmp_path):
     s = tmp_path / "s.json"
     r = _invoke("rollout", "--agent", "question", "-n", 5, "--dataset", f, "--no-progress")
     assert r.exit_code == 2 and "3 questions" in r.output
-    r = _invoke("rollout", "--agent", "question", "-n", 5, "--dataset", f, "--repeat", "--no-progress")
-    assert r.exit_code == 2 and "--corpus" in r.output and "corpus=" not in r.output  # CLI flags, not kwargs
     c = tmp_path / "corpus.jsonl"
     c.write_text("\n".join(json.dumps({"id": str(i), "title": f"Film {i}", "text": f"Film {i} was directed by x."})
                            for i in range(3)))
+    r = _invoke("rollout", "--agent", "question", "--dataset", f, "--corpus", c, "--no-progress",
+                "--summary-json", s)  # no -n: 100, or all 3 questions
+    assert r.exit_code == 0, r.output
+    assert json.loads(s.read_text())["episodes"] == 3
+    r = _invoke("rollout", "--agent", "question", "-n", 5, "--dataset", f, "--repeat", "--no-progress")
+    assert r.exit_code == 2 and "--corpus" in r.output and "corpus=" not in r.output  # CLI flags, not kwargs
     r = _invoke("rollout", "--agent", "question", "-n", 5, "--dataset", f, "--corpus", c, "--repeat",
                 "--no-progress", "--summary-json", s)
     assert r.exit_code == 0, r.output
@@ -84,15 +88,15 @@ def test_prompt_template_file_and_model_dir(tmp_path):
           "preset": None, "api_key": None}
     tpl = tmp_path / "prompt.txt"
     tpl.write_text("Q: {question}\n")
-    assert _prepare_env(agent="question", prompt_template=str(tpl), **kw)["prompt_template"] == "Q: {question}\n"
+    assert _prepare_env(agent="question", prompt_template=str(tpl), **kw)[0]["prompt_template"] == "Q: {question}\n"
     model = tmp_path / "model"
     model.mkdir()
     write_prompt_meta(model, "Question: {question}\n", max_turns=2, passage_chars=90)
-    got = _prepare_env(agent=str(model), prompt_template=None, **kw)
+    got = _prepare_env(agent=str(model), prompt_template=None, **kw)[0]
     assert got["prompt_template"] == "Question: {question}\n" and got["max_turns"] == 2
     assert got["passage_chars"] == 90
     # the flag wins over the saved template
-    assert _prepare_env(agent=str(model), prompt_template="search_r1", **kw)["prompt_template"] == "search_r1"
+    assert _prepare_env(agent=str(model), prompt_template="search_r1", **kw)[0]["prompt_template"] == "search_r1"
     bad = tmp_path / "bad.txt"
     bad.write_text("no placeholder")
     r = _invoke("rollout", "--agent", "question", "-n", 1, "--prompt-template", bad, "--no-progress")

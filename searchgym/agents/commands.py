@@ -56,6 +56,9 @@ PromptOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
                               "Default: the template saved in a model directory searchgym trained, else search_r1.")]
 
 
+DEFAULT_N = 100  # questions when -n is not given (fewer if the data has fewer)
+
+
 def _fail(message: str, code: int = 1) -> None:
     from rich.console import Console
 
@@ -105,12 +108,13 @@ def _prompt_template(value: str | None, agent: str) -> tuple[Any, dict[str, Any]
     return meta.pop("prompt_template"), meta
 
 
-def _prepare_env(*, agent: str, env: str, split: str | None, n: int, repeat: bool, corpus: str | None,
+def _prepare_env(*, agent: str, env: str, split: str | None, n: int | None, repeat: bool, corpus: str | None,
                  dataset: str | None, fmt: str | None, lenient: bool, retriever: str | None, top_k: int | None,
                  max_turns: int | None, preset: str | None, api_key: str | None,
-                 prompt_template: str | None) -> dict[str, Any]:
-    """The env kwargs of ``rollout`` / ``eval``: the QA file loaded here (so ``--format`` / ``--lenient``
-    apply and errors name CLI flags), the retriever's API key, the prompt; ``-n`` checked against the data."""
+                 prompt_template: str | None) -> tuple[dict[str, Any], int]:
+    """The env kwargs of ``rollout`` / ``eval`` and the number of questions: the QA file loaded here (so
+    ``--format`` / ``--lenient`` apply and errors name CLI flags), the retriever's API key, the prompt; ``-n``
+    checked against the data (default: 100, or all questions if fewer)."""
     from rich.console import Console
 
     from searchgym.data.loaders import cli_message, load_qa
@@ -139,6 +143,8 @@ def _prepare_env(*, agent: str, env: str, split: str | None, n: int, repeat: boo
             available = len(default_world().split(split or "train"))
         except (SearchGymError, KeyError, ValueError):
             available = None  # the env reports the bad split itself
+    if n is None:
+        n = min(DEFAULT_N, available) if available is not None else DEFAULT_N
     if available is not None and n > available and not repeat:
         what = f"{dataset}" if dataset is not None else f"the {split or 'train'!r} split"
         _fail(f"-n {n} is more than the {available} questions of {what}; use -n {available} or less, or pass "
@@ -150,7 +156,7 @@ def _prepare_env(*, agent: str, env: str, split: str | None, n: int, repeat: boo
         kw["prompt_template"] = template
     for key, val in saved.items():
         kw.setdefault(key, val)
-    return kw
+    return kw, n
 
 
 def _fmt(x: float) -> str:
@@ -234,7 +240,8 @@ def _run(agent_spec: str, *, env: str, split: str | None, n: int, samples: int, 
 
 def rollout_cmd(
     agent: AgentOpt,
-    n: Annotated[int, typer.Option("-n", "--num-questions", help="Questions to roll out.")] = 100,
+    n: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "-n", "--num-questions", help="Questions to roll out (default: 100, or all if there are fewer).")] = None,
     out: Annotated[Optional[Path], typer.Option(  # noqa: UP045
         "--out", "-o", help="Trajectory JSONL (one flushed line per finished episode).")] = None,
     env: EnvOpt = "searchgym/SearchQA-v0",
@@ -270,13 +277,13 @@ def rollout_cmd(
 
     from searchgym.agents.rollout import summarize
 
+    env_kw, n = _prepare_env(agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus,
+                             dataset=dataset, fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k,
+                             max_turns=max_turns, preset=preset, api_key=api_key, prompt_template=prompt_template)
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_prepare_env(
-                           agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus, dataset=dataset,
-                           fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k, max_turns=max_turns,
-                           preset=preset, api_key=api_key, prompt_template=prompt_template),
-                       progress=progress, max_retries=max_retries, request_timeout=request_timeout)
+                       device=device, env_kw=env_kw, progress=progress, max_retries=max_retries,
+                       request_timeout=request_timeout)
     console = Console()
     if show:
         for t in trajs[:show_max]:
@@ -295,7 +302,8 @@ def rollout_cmd(
 
 def eval_cmd(
     agent: AgentOpt,
-    n: Annotated[int, typer.Option("-n", "--num-questions", help="Questions to evaluate.")] = 100,
+    n: Annotated[Optional[int], typer.Option(  # noqa: UP045
+        "-n", "--num-questions", help="Questions to evaluate (default: 100, or all if there are fewer).")] = None,
     samples: Annotated[int, typer.Option("--samples", "-k", help="Samples per question (K); pass@k for k<=K.")] = 8,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="Also write the trajectories here.")] = None,  # noqa: UP045
     env: EnvOpt = "searchgym/SearchQA-v0",
@@ -329,13 +337,13 @@ def eval_cmd(
 
     from searchgym.agents.rollout import pass_at_k_table, summarize
 
+    env_kw, n = _prepare_env(agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus,
+                             dataset=dataset, fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k,
+                             max_turns=max_turns, preset=preset, api_key=api_key, prompt_template=prompt_template)
     trajs, secs = _run(agent, env=env, split=split, n=n, samples=samples, seed=seed, out=out, num_envs=num_envs,
                        base_url=base_url, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
-                       device=device, env_kw=_prepare_env(
-                           agent=agent, env=env, split=split, n=n, repeat=repeat, corpus=corpus, dataset=dataset,
-                           fmt=fmt, lenient=lenient, retriever=retriever, top_k=top_k, max_turns=max_turns,
-                           preset=preset, api_key=api_key, prompt_template=prompt_template),
-                       progress=progress, max_retries=max_retries, request_timeout=request_timeout)
+                       device=device, env_kw=env_kw, progress=progress, max_retries=max_retries,
+                       request_timeout=request_timeout)
     ks, table = pass_at_k_table(trajs)
     console = Console()
     t = Table(title=f"pass@k of {agent} ({len({x.question_id for x in trajs})} questions x {samples} samples, "
