@@ -1223,8 +1223,9 @@ def _decode(raw: bytes) -> Any:
         raise _BadRecord("nested too deeply", "JSON nested too deeply") from None
 
 
-def _records(path: Path, stats: ReadStats, lenient: bool) -> Iterator[tuple[int, str, Any]]:
-    """(line or record number, 'line'|'record', value) of a JSON file of any container."""
+def _records(path: Path, stats: ReadStats, lenient: bool, *, unwrap: bool = True) -> Iterator[tuple[int, str, Any]]:
+    """(line or record number, 'line'|'record', value) of a JSON file of any container. ``unwrap``: a one-line
+    file whose object holds the list of episodes under some key yields those."""
     with path.open("rb") as fh:
         head = fh.read(1 << 16)
     first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
@@ -1275,7 +1276,7 @@ def _records(path: Path, stats: ReadStats, lenient: bool) -> Iterator[tuple[int,
                     stats.skipped_reasons[exc.reason] += 1
                     continue
                 raise TrajectoryFormatError(f"{path}, line {lineno}: {exc}") from None
-            if lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
+            if unwrap and lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
                 recs = _unwrap(val)
                 if recs is not None and len(recs) > 1:
                     for i, r in enumerate(recs):
@@ -1526,7 +1527,7 @@ def _read_records(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: boo
     if parser is None:
         raise ConfigError(f"format {fmt!r} cannot read JSON records; choose from {', '.join(RECORD_FORMATS)}")
     try:
-        for n, kind, rec in _records(f, stats, lenient):
+        for n, kind, rec in _records(f, stats, lenient, unwrap=not opts.text_field):
             try:
                 if not isinstance(rec, dict):
                     raise _BadRecord("not a JSON object", f"expected a JSON object, got {type(rec).__name__}")
