@@ -225,16 +225,33 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
                        read_stats=getattr(run, "read_stats", None), success_threshold=success_threshold)
         summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed,
                                                                         success_threshold=success_threshold))
-    summary["comparisons"] = _comparisons(runs, labs, levels)
+    summary["comparisons"] = _comparisons(runs, labs, levels, seed=seed)
     summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
                        "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
                        "strategies": list(STRATEGIES), "definitions": DEFINITIONS}
     return _clean(summary)
 
 
-def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[str]) -> dict[str, Any]:
-    """Jensen-Shannon divergence and template novelty between runs (template distributions over all
-    queries: these compare distributions, not counts of distinct templates)."""
+def _js_at(a: list[str], b: list[str], n: int, *, draws: int, seed: int) -> float:
+    """Mean Jensen-Shannon divergence between draws of ``n`` labels of each run (without replacement):
+    plug-in JS grows as samples shrink, so runs are compared at one size."""
+    if not a or not b or n < 1:
+        return float("nan")
+    if len(a) == n and len(b) == n:
+        return M.js_divergence(Counter(a), Counter(b))
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(draws):
+        sa = a if len(a) == n else [a[i] for i in rng.choice(len(a), n, replace=False)]
+        sb = b if len(b) == n else [b[i] for i in rng.choice(len(b), n, replace=False)]
+        vals.append(M.js_divergence(Counter(sa), Counter(sb)))
+    return float(np.mean(vals))
+
+
+def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[str], *,
+                 seed: int = 0) -> dict[str, Any]:
+    """Jensen-Shannon divergence between runs at equal sample size (the smaller run's count, mean over
+    draws) and template novelty (share of a run's queries whose template the other run never uses)."""
     names = [_label(r) for r in runs]
     out: dict[str, Any] = {"js_divergence": {}, "novelty": {}}
     for lv in [*levels, "strategy"]:
@@ -242,7 +259,8 @@ def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[s
         js, nov = {}, {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                js[f"{a} vs {b}"] = M.js_divergence(Counter(flats[a]), Counter(flats[b]))
+                n = min(len(flats[a]), len(flats[b]))
+                js[f"{a} vs {b}"] = _js_at(flats[a], flats[b], n, draws=10, seed=seed)
             for b in names:
                 if a != b:
                     nov[f"{a} vs {b}"] = M.novelty(Counter(flats[a]), Counter(flats[b]))
@@ -541,7 +559,8 @@ def _tables(summary: dict[str, Any]) -> list[Table]:
     rows = [[lv, pair, _fmt(v)] for lv in [*levels, "strategy"] for pair, v in (js.get(lv) or {}).items()]
     if rows:
         tables.append(("Jensen-Shannon divergence between runs",
-                       "JS divergence (nats, max ln 2 = 0.693) between the label distributions of two runs.",
+                       ("JS divergence (nats, max ln 2 = 0.693) between the label distributions of two runs, at "
+                        "equal sample size (draws of the smaller run's count from each)."),
                        ["level", "runs", "JS"], rows))
     tkeys = ("distinct_1", "distinct_2", "self_bleu", "compression_ratio", "compression_ratio_pos",
              "distinct_2_within", "self_bleu_within")
