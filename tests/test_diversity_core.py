@@ -179,3 +179,29 @@ def test_analyze_runs_takes_run_objects_with_labels_and_writes_the_contract(tmp_
     assert "CI method:" in md and "duplicate_query_rate" in md and "## Definitions" in md
     assert "## Warnings" in md and (tmp_path / "rep" / "strategy.png").exists()
     assert not (tmp_path / "rep" / "entropy_vs_step.png").exists()  # no steps: no trend plot
+
+
+def _walk(x, path=""):
+    if isinstance(x, dict):
+        if "entropy_ci" in x and x.get("entropy") is not None and x["entropy_ci"][0] is not None:
+            yield path, x["entropy"], x["entropy_ci"]
+        for k, v in x.get("hill_ci", {}).items() if isinstance(x.get("hill_ci"), dict) else ():
+            if v[0] is not None and x["hill"][k] is not None:
+                yield f"{path}/hill{k}", x["hill"][k], v
+        for k, v in x.items():
+            yield from _walk(v, f"{path}/{k}")
+    elif isinstance(x, list):
+        for i, v in enumerate(x):
+            yield from _walk(v, f"{path}/{i}")
+
+
+def test_every_ci_in_a_real_summary_contains_its_estimate(tmp_path):
+    from pathlib import Path
+
+    fix = Path(__file__).parent / "fixtures" / "diversity"
+    summary = analyze_runs([fix / "verl_rollouts", fix / "search_r1_dump.jsonl"], tmp_path / "r", n_boot=50,
+                           plots=False)
+    found = list(_walk(summary["runs"]))
+    assert len(found) >= 20
+    for path, est, (lo, hi) in found:
+        assert lo <= est <= hi, (path, lo, est, hi)
