@@ -99,3 +99,12 @@ def test_swap_never_leaves_the_final_name_empty(tmp_path):
     assert (final / "v").read_text() == "2" and (tmp / "v").read_text() == "1"
     dirswap.swap_into_place(tmp, final)  # swap back through the public helper
     assert (final / "v").read_text() == "1" and not tmp.exists()
+
+
+def test_two_rename_fallback_replaces_and_cleans_up(tmp_path):
+    final, tmp = tmp_path / "d", tmp_path / "d.tmp"
+    for d, v in ((final, "1"), (tmp, "2")):
+        d.mkdir()
+        (d / "v").write_text(v)
+    dirswap.swap_into_place(tmp, final, _exchange=False)
+    assert (final / "v").read_text() == "2" and [p.name for p in tmp_path.iterdir()] == ["d"]

@@ -103,9 +103,9 @@ def atomic_dir(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
     KeyboardInterrupt) it is removed and ``path`` is left as it was. Stale temporary directories of killed
     builds of the same ``path`` are removed first."""
     path = Path(path)
+    dirswap.cleanup_siblings(path, is_complete=_is_complete_index)  # first: it may restore a parked index
     _check_target(path, overwrite)
     path.parent.mkdir(parents=True, exist_ok=True)
-    dirswap.cleanup_siblings(path, is_complete=_is_complete_index)
     tmp = dirswap.tmp_name(path)
     tmp.mkdir(mode=0o777)  # permissions from the umask (mkdtemp would make it 0700)
     try:
@@ -237,6 +237,7 @@ def build_index(
                           f"dense: {sorted(DENSE_KEYS)}")
     if not bm25 and not dense:
         raise ConfigError("an index needs BM25 and/or dense: keep bm25=True or give dense=MODEL")
+    dirswap.cleanup_siblings(Path(out_dir), is_complete=_is_complete_index)
     _check_target(Path(out_dir), overwrite)  # fail before the (long) build, not after
     t0 = time.perf_counter()
     passages = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus, format=format)
