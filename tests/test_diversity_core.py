@@ -107,14 +107,14 @@ def test_warnings_fire_on_crafted_inputs():
            _ep([long_q]),
            _ep([f"Ravenhill loop {i}" for i in range(30)], malformed=3),        # one episode, most queries
            _ep(["novel Ravenhill"]), _ep(["Ravenhill"])]
-    st_ = analyze_episodes(eps, n_boot=0, read_stats=SimpleNamespace(malformed=5, skipped_lines=2))
+    st_ = analyze_episodes(eps, n_boot=0, read_stats=SimpleNamespace(malformed=5, skipped_lines=2, unexecuted=7))
     codes = {w.code: w.count for w in st_.warnings}
     assert codes["episodes_without_query"] == 2
     assert codes["long_queries"] == 1
     assert codes["dominant_episodes"] == 1
     assert codes["repeated_calls_in_turn"] == 1
     assert codes["queries_equal_question"] == 1
-    assert codes["malformed_calls"] == 5 and codes["skipped_lines"] == 2
+    assert codes["malformed_calls"] == 5 and codes["skipped_lines"] == 2 and codes["unexecuted_calls"] == 7
     assert "single_point_steps" not in codes
     one_step = analyze_episodes([_ep(["Ravenhill author"], step=3), _ep(["Ravenhill"], step=3)], n_boot=0)
     assert {w.code for w in one_step.warnings} == {"single_point_steps"}

@@ -518,6 +518,10 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     if mal:
         out.append(Warning_("malformed_calls", mal, f"{mal} search calls could not be parsed (not counted as "
                             "queries)"))
+    unexec = int(getattr(read_stats, "unexecuted", 0) or 0) if read_stats is not None else 0
+    if unexec:
+        out.append(Warning_("unexecuted_calls", unexec, f"{unexec} well-formed search calls were never answered "
+                            "by an observation (not counted as queries)"))
     skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
     if skipped:
         out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))
