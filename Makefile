@@ -57,6 +57,7 @@ test-integrations: $(STAMP) $(VERL_STAMP)
 
 bench: $(STAMP)
 	$(PY) scripts/bench_retrieval.py
+	$(PY) scripts/bench_index_load.py
 	$(PY) scripts/bench_server.py
 	$(PY) scripts/bench_world.py
 	$(PY) scripts/bench_env.py
