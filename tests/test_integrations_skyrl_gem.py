@@ -80,3 +80,20 @@ def test_gem_make_reset_step(ref):
     _, reward, terminated, _, info = raw.step(f"<answer> {ref.answers[0]} </answer>")
     assert terminated and reward == 1.0 and info["em"] == 1
     assert raw.spawn().env.retriever is raw.env.retriever  # a spawned env shares the index
+
+
+def test_importing_an_adapter_under_an_unsupported_version_names_the_supported_ones(monkeypatch):
+    pytest.importorskip("gem")
+    import importlib
+    import importlib.metadata as md
+    import sys
+
+    from searchgym.errors import FrameworkVersionError
+    from searchgym.integrations import _common
+
+    real = md.version
+    monkeypatch.setattr(md, "version", lambda d: "0.0.4" if d == "gem-llm" else real(d))
+    monkeypatch.delenv(_common.SKIP_VERSION_CHECK_ENV, raising=False)
+    monkeypatch.delitem(sys.modules, "searchgym.integrations.gem", raising=False)
+    with pytest.raises(FrameworkVersionError, match=r"gem-llm 0\.0\.4 is not supported.*gem-llm>=0\.1,<0\.2"):
+        importlib.import_module("searchgym.integrations.gem")

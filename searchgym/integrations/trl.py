@@ -38,6 +38,8 @@ from searchgym.integrations._common import (
     world_titles,
 )
 
+require("trl")  # TRL < 1.16 has no environment_factory: say which versions work, at import
+
 _MISSING: Any = object()
 
 
@@ -189,7 +191,6 @@ def diversity_reward(tracker: Any = None, *, titles: Iterable[str] | None = None
     :class:`~searchgym.diversity.DiversityTracker` and logs its figures through TRL's ``log_metric``.
     Give it weight 0 in ``GRPOConfig.reward_weights`` (it returns zeros either way).
     """
-    require("trl")
     if tracker is None:
         tracker = new_tracker(world_titles(None) if titles is None else titles, levels, log_dir)
     calls = [0]
