@@ -105,3 +105,40 @@ def test_normalize_ascii_fast_path_is_a_fixed_point(text):
     n = normalize(text)
     assert normalize(n) == n or not n.isascii()
     assert n == " ".join(n.split())
+
+
+def test_tracker_and_searchgym_analyze_agree_on_one_file(tmp_path):
+    """The same trajectories through the online tracker and through `searchgym analyze` (reader + report)
+    give the same figures: one core, one set of names."""
+    from searchgym.diversity import analyze_runs
+    from searchgym.trajectory import Step, Trajectory, write_trajectories
+
+    trajs = [Trajectory.from_dict(d) for d in GOLDEN["batches"][1]]
+    for t in trajs:
+        t.policy_step = None
+    # a parallel search step (two queries in one turn) beside the golden episodes
+    trajs.append(Trajectory(episode_id="par", question_id="qp", question="Who directed Ravenhill?", answers=["x"],
+                            steps=[Step(action="a", kind="search", queries=["Ravenhill director", "Ravenhill film"],
+                                        titles=["Ravenhill (film)"], doc_ids=["d1", "d2"]),
+                                   Step(action="b", kind="search", query="Mara Quill", titles=["Mara Quill"],
+                                        doc_ids=["d2", "d3"])]))
+    path = tmp_path / "run.jsonl"
+    write_trajectories(path, trajs)
+    tr = DiversityTracker(levels=LEVELS, titles=GOLDEN["corpus_titles"], tensorboard=False)
+    online = tr.update(0, trajs)
+    summary = analyze_runs([path], tmp_path / "rep", levels=LEVELS, titles=GOLDEN["corpus_titles"], n_boot=0,
+                           plots=False)
+    run = next(iter(summary["runs"].values()))
+    assert run["n_queries"] == online["diversity/n_queries"]
+    for lv in LEVELS:
+        for key in ("entropy", "effective_number", "inverse_simpson", "n_templates", "top1_mass",
+                    "within_question_entropy", "first_query_within_entropy", "mi_question"):
+            want = _nan_to_none(online.get(f"diversity/{lv}/{key}"))
+            assert run["levels"][lv][key] == pytest.approx(want, abs=0, rel=1e-12) if want is not None \
+                else run["levels"][lv][key] is None, (lv, key)
+    for key in ("question_copy_rate", "grounded_share", "off_task_share"):
+        assert run[key] == pytest.approx(online[f"diversity/{key}"], rel=1e-12)
+    for key in ("queries_per_episode", "duplicate_query_rate", "new_document_yield", "ctar"):
+        assert run["process"][key] == pytest.approx(online[f"diversity/process/{key}"], rel=1e-12), key
+    assert run["strategy"]["distribution"] == pytest.approx(
+        {c: online[f"diversity/strategy/share/{c}"] for c in run["strategy"]["distribution"]})

@@ -384,7 +384,12 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
             lab.moves.append(mv)
         else:
             lab.moves.append([])
-        docs = [d for d in (ep.doc_ids or []) if d]
+        # per turn: the union of its queries' documents (readers may repeat a parallel step's ids per query)
+        by_turn: dict[int, list[str]] = {}
+        for i, d in enumerate(ep.doc_ids or []):
+            if d:
+                by_turn.setdefault(turns[i] if i < len(turns) else i, []).extend(d)
+        docs = [list(dict.fromkeys(v)) for v in by_turn.values()]
         if docs:
             y = M.new_document_yield(docs)
             if not math.isnan(y):
