@@ -757,11 +757,16 @@ def serve(index_dir: str | Path, host: str = "127.0.0.1", port: int = 8000, topk
         sock = config.bind_socket()
         try:
             Multiprocess(config, sockets=[sock]).run()
+        except KeyboardInterrupt:  # pragma: no cover - as uvicorn.run
+            pass
         finally:
             sock.close()
     else:
         app = load_app(index_dir, topk=topk, api_key=api_key, search_threads=search_threads, **limits)
         server = uvicorn.Server(server_config(app, **common))
-        server.run()
+        try:
+            server.run()
+        except KeyboardInterrupt:  # pragma: no cover - as uvicorn.run
+            return
         if not server.started:
             raise ConfigError(f"the server did not start on {host}:{port} (see the log above: port in use?)")
