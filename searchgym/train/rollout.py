@@ -167,6 +167,9 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
     questions: list[str] = []
     answers: list[list[str]] = []
     steps: list[list[Step]] = [[] for _ in range(n)]
+    from searchgym.envs.env import SearchEnv
+
+    keeps_record = [isinstance(getattr(env, "unwrapped", env), SearchEnv) for env in envs]
     done = [False] * n
     reward = [0.0] * n
     final: list[dict] = [{} for _ in range(n)]
@@ -213,12 +216,13 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
             obs, r, term, trunc, info = envs[i].step(text)
             info = dict(info)
             kind = info.get("action_kind") or info.get("kind") or ("answer" if term else "search")
-            steps[i].append(Step(action=text, kind=str(kind), query=info.get("query"),
-                                 doc_ids=[str(x) for x in (info.get("retrieved_ids") or info.get("doc_ids")
-                                                          or [])],
-                                 gold_hit=info.get("gold_hit"), reward=float(r),
-                                 queries=[str(q) for q in info.get("queries") or []],
-                                 titles=[str(t) for t in info.get("titles") or []]))
+            if not keeps_record[i]:  # the env's own record is the trajectory (see below)
+                steps[i].append(Step(action=text, kind=str(kind), query=info.get("query"),
+                                     doc_ids=[str(x) for x in (info.get("retrieved_ids") or info.get("doc_ids")
+                                                              or [])],
+                                     gold_hit=info.get("gold_hit"), reward=float(r),
+                                     queries=[str(q) for q in info.get("queries") or []],
+                                     titles=[str(t) for t in info.get("titles") or []]))
             reward[i] += float(r)
             if term or trunc:
                 done[i] = True
