@@ -40,7 +40,7 @@ DOMINANT_MIN_EPISODES = 6  # with 5 or fewer episodes every episode holds >= 20%
 DEFINITIONS: dict[str, str] = {
     "n_queries": "queries read (malformed calls are not queries)",
     "n_malformed": "malformed search calls the reader could not parse plus queries classed malformed",
-    "question_copy_rate": "share of queries whose content words overlap the question's by >= 0.8 both ways",
+    "question_copy_rate": "share of queries whose normalised tokens overlap the question's by >= 0.8 both ways",
     "malformed_share": "share of queries classed malformed (empty, over 32 words, markup or garbage)",
     "off_task_share": "share of queries that name nothing and use no word from the question or earlier evidence",
     "grounded_share": "share of queries that are well-formed and grounded (neither malformed nor off-task)",

@@ -516,7 +516,7 @@ def _tables(summary: dict[str, Any]) -> list[Table]:
              _fmt(r["process"]["queries_per_episode"]), _fmt(r["question_copy_rate"]), _fmt(r["grounded_share"]),
              _fmt(r["malformed_share"]), _fmt(r["off_task_share"]), _fmt(r["policy"].get("reward_mean"))]
             for n, r in runs.items()]
-    tables.append(("Runs", ("copy rate = share of queries that copy the question (content-word overlap ≥ 0.8 both "
+    tables.append(("Runs", ("copy rate = share of queries that copy the question (token overlap ≥ 0.8 both "
                    "ways); grounded = share neither malformed nor off-task; malformed = empty, over 32 words, "
                    "markup or garbage (plus calls the reader could not parse, in the malformed column); "
                    "off-task = names nothing and uses no word from the question or earlier evidence."),
