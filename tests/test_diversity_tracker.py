@@ -105,3 +105,21 @@ def test_semantic_level_with_a_given_embedder():
     m = tr.update(0, trajs)
     assert m["diversity/semantic/n_templates"] == 2.0
     assert m["diversity/string/n_templates"] == 3.0
+
+
+def test_tracker_logs_the_core_names_and_rarefies_to_a_fixed_size():
+    tr = DiversityTracker(levels=("slot",), rarefy_n=20, n_boot=30)
+    m = tr.update(0, _batch(5))           # 40 queries, taken at 20
+    assert m["diversity/slot/n"] == 20.0
+    assert m["diversity/slot/entropy_ci_low"] <= m["diversity/slot/entropy"] <= m["diversity/slot/entropy_ci_high"]
+    assert m["diversity/slot/entropy"] <= math.log(5) + 1e-9
+    assert m["diversity/slot/effective_number"] == pytest.approx(math.exp(m["diversity/slot/entropy"]))
+    assert m["diversity/strategy/share/entity+relation"] + m["diversity/strategy/share/copy-question"] \
+        + m["diversity/strategy/share/question-fragment"] + m["diversity/strategy/share/rephrase"] > 0.99
+    assert m["diversity/grounded_share"] == 1.0 and m["diversity/well_formed/slot/n"] == 20.0
+    assert "diversity/slot/mi_question" in m
+    small = tr.update(1, _batch(5, n=10))  # fewer queries than rarefy_n: all of them, and n says so
+    assert small["diversity/slot/n"] == 10.0
+    assert tr.last_stats is not None and tr.last_stats.n_queries == 10
+    with pytest.raises(ConfigError):
+        DiversityTracker(rarefy_n=0)
