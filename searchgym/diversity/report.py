@@ -336,8 +336,8 @@ def _safe(name: str) -> str:
 
 
 def _trend_runs(runs: dict[str, Any]) -> dict[str, Any]:
-    """Runs whose series has at least two points (a single point draws no trend)."""
-    return {n: r for n, r in runs.items() if len(r.get("series") or []) >= 2}
+    """Runs whose series has at least two points with queries (a single point draws no trend)."""
+    return {n: r for n, r in runs.items() if sum(1 for s in r.get("series") or [] if s.get("n_queries")) >= 2}
 
 
 def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
