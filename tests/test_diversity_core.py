@@ -168,6 +168,7 @@ def test_analyze_runs_takes_run_objects_with_labels_and_writes_the_contract(tmp_
             assert lo <= block["entropy"] <= hi
             assert block["n"] == 20  # the smaller run's 20 queries: compared at equal size
         assert "levels" in r["well_formed"] and "strategy" in r["well_formed"]
+    assert ra["text_at_n"]["n"] == rb["text_at_n"]["n"] == 20  # distinct-n etc. at one size too
     assert rb["question_copy_rate"] == 1.0 and ra["question_copy_rate"] == 0.0
     assert rb["format"] == "verl" and rb["n_malformed"] >= 4
     assert any("could not be parsed" in w for w in rb["warnings"])

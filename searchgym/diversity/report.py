@@ -121,10 +121,27 @@ def _min_sizes(dicts: Iterable[dict[str, int]]) -> dict[str, int]:
     return out
 
 
-def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int, success_threshold: float) -> dict[str, Any]:
+def _text_at(queries: list[str], n: int | None, *, seed: int, draws: int = 5) -> dict[str, Any]:
+    """distinct-1/2, self-BLEU and compression ratio at ``n`` queries (mean over draws without replacement):
+    all of them move with sample size, so runs are compared at one n."""
+    nan = float("nan")
+    if not queries or not n:
+        return {"n": 0, "distinct_1": nan, "distinct_2": nan, "self_bleu": nan, "compression_ratio": nan}
+    n = min(n, len(queries))
+    rng = np.random.default_rng(seed)
+    samples = [queries] if n == len(queries) else \
+        [[queries[i] for i in rng.choice(len(queries), n, replace=False)] for _ in range(draws)]
+    d = [M.distinct_ns(s, (1, 2)) for s in samples]
+    return {"n": n, "distinct_1": float(np.mean([x[1] for x in d])), "distinct_2": float(np.mean([x[2] for x in d])),
+            "self_bleu": M.self_bleu(samples[0], seed=seed) if n >= 2 else nan,
+            "compression_ratio": float(np.mean([M.compression_ratio(s) for s in samples]))}
+
+
+def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int, success_threshold: float,
+            text_n: int | None = None) -> dict[str, Any]:
     """The report-only figures the tracker does not log: self-BLEU, compression, embeddings, sequences."""
     queries = lab.texts
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"text_at_n": _text_at(queries, text_n, seed=seed)}
     pos = lab.levels.get("pos")
     pos_text: list[str] = []
     if pos is not None and len(pos) == len(queries):
@@ -189,6 +206,7 @@ def _run_block(run: Run, lab: Labels, st: RunStats, extras: dict[str, Any]) -> d
         "episodes": st.n_episodes, "queries": st.n_queries,  # (names of the previous summary)
     }
     block["text"] = {**d["text"], **extras.get("text", {})}
+    block["text_at_n"] = extras["text_at_n"]
     if "embedding" in extras:
         block["embedding"] = extras["embedding"]
     block["sequences"] = extras["sequences"]
@@ -224,7 +242,8 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
         st = run_stats(lab, n=n, series_n=series_n, n_boot=n_boot, seed=seed,
                        read_stats=getattr(run, "read_stats", None), success_threshold=success_threshold)
         summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed,
-                                                                        success_threshold=success_threshold))
+                                                                        success_threshold=success_threshold,
+                                                                        text_n=n.get("strategy")))
     summary["comparisons"] = _comparisons(runs, labs, levels, seed=seed)
     summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
                        "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
@@ -562,11 +581,15 @@ def _tables(summary: dict[str, Any]) -> list[Table]:
                        ("JS divergence (nats, max ln 2 = 0.693) between the label distributions of two runs, at "
                         "equal sample size (draws of the smaller run's count from each)."),
                        ["level", "runs", "JS"], rows))
-    tkeys = ("distinct_1", "distinct_2", "self_bleu", "compression_ratio", "compression_ratio_pos",
-             "distinct_2_within", "self_bleu_within")
-    tables.append(("Text diversity", ("distinct-n = unique n-grams / all n-grams; self-BLEU = mean BLEU of each "
-                   "query against the others (lower = more diverse); compression ratio = size / gzip size "
-                   "(higher = more repetitive); _within = mean over questions with ≥ 2 samples."),
+    akeys = ("n", "distinct_1", "distinct_2", "self_bleu", "compression_ratio")
+    tables.append(("Text diversity at equal sample size", ("distinct-n = unique n-grams / all n-grams; self-BLEU "
+                   "= mean BLEU of each query against the others (lower = more diverse); compression ratio = size "
+                   "/ gzip size (higher = more repetitive); all at n queries (mean over draws), the same n for "
+                   "every run."), ["run", *akeys],
+                   [[n, *[_fmt(runs[n].get("text_at_n", {}).get(k)) for k in akeys]] for n in names]))
+    tkeys = ("compression_ratio_pos", "distinct_1_within", "distinct_2_within", "self_bleu_within")
+    tables.append(("Text diversity within questions", ("compression_ratio_pos = compression ratio of the "
+                   "part-of-speech shapes (all queries); _within = mean over questions with ≥ 2 samples."),
                    ["run", *tkeys], [[n, *[_fmt(runs[n]["text"].get(k)) for k in tkeys]] for n in names]))
     if any("embedding" in r for r in runs.values()):
         ekeys = ("mean_pairwise_distance", "chamfer_distance", "vendi_score", "vendi_score_within")
