@@ -329,3 +329,14 @@ def test_chat_tool_results_without_matching_ids_follow_call_order(tmp_path):
     (ep,) = run.episodes
     assert ep.queries == ["a", "b"] and ep.titles == [["A"], ["B"]] and ep.question == "Who?"
     assert run.read_stats.unexecuted == 1
+
+
+def test_a_folder_of_json_files_ignores_notes_beside_them(tmp_path):
+    d = tmp_path / "evals"
+    d.mkdir()
+    (d / "a.jsonl").write_bytes(GOOD + b"\n")
+    (d / "b.json").write_text(json.dumps([json.loads(GOOD)]))
+    (d / "README.txt").write_text("how these were made\n")
+    run = read_run(d)
+    assert [e.queries for e in run.episodes] == [["a"], ["a"]] and run.read_stats.files == 2
+    assert run.read_stats.container == "mixed" and run.label == "evals"

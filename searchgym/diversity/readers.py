@@ -1300,8 +1300,10 @@ def _files(p: Path) -> list[tuple[int | None, Path]]:
             files.append((int(m.group(1)), c))
     if files:
         return sorted(files, key=lambda x: (x[0], x[1].name))
-    out = [(None, c) for c in sorted(p.iterdir())
-           if c.is_file() and c.suffix.lower() in (".jsonl", ".json", ".txt", ".log") and not c.name.startswith(".")]
+    found = [c for c in sorted(p.iterdir()) if c.is_file() and not c.name.startswith(".")]
+    # JSON files when there are any (a notes.txt beside them is not a run); else plain-text logs
+    out = [(None, c) for c in found if c.suffix.lower() in (".jsonl", ".json")] or \
+        [(None, c) for c in found if c.suffix.lower() in (".txt", ".log")]
     if not out:
         raise ConfigError(f"run directory {p} has no .jsonl, .json, .txt or .log files")
     return out
