@@ -79,7 +79,7 @@ def test_cli_export_world(tmp_path):
     res = CliRunner().invoke(app, ["data", "info", str(tmp_path / "w" / "shift_family.parquet")])
     assert res.exit_code == 0 and "comparison" in res.output
     res = CliRunner().invoke(app, ["data", "info", str(tmp_path / "missing.jsonl")])
-    assert res.exit_code == 1 and "no such QA file" in " ".join(res.output.split())
+    assert res.exit_code == 2 and "no such QA file" in " ".join(res.output.split())
 
 
 def test_cli_pool(tmp_path):
