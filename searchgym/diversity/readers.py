@@ -768,6 +768,8 @@ def _step(v: Any, what: str) -> int | None:
         return None
     if isinstance(v, float) and v.is_integer():
         return int(v)
+    if isinstance(v, str) and v.strip().isdigit():  # "300": a step written as text
+        return int(v)
     if isinstance(v, bool) or not isinstance(v, int):
         raise TrajectoryFormatError(f"{what} must be an integer, got {v!r:.40}")
     return v
