@@ -45,6 +45,7 @@ from searchgym.errors import (
 from searchgym.errors import (
     IndexError_ as _IndexError,
 )
+from searchgym.fsmode import current_umask
 from searchgym.retrieval.base import Passage
 from searchgym.retrieval.corpus import corpus_fingerprint, load_corpus
 
@@ -82,17 +83,6 @@ def _check_target(path: Path, overwrite: bool) -> None:
                           "untouched: choose another --out or remove it yourself")
 
 
-def _umask() -> int:
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
 def _is_complete_index(p: Path) -> bool:
     return (p / MANIFEST).is_file()
 
@@ -112,7 +102,7 @@ def atomic_dir(path: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
         yield tmp
         _check_target(path, overwrite)  # it may have changed during a long build
         for d in (tmp, *(p for p in tmp.rglob("*") if p.is_dir())):  # subdirs made by libraries, too
-            d.chmod(0o777 & ~_umask())
+            d.chmod(0o777 & ~current_umask())
         if path.is_dir() and not any(path.iterdir()):
             path.rmdir()
         dirswap.swap_into_place(tmp, path)
