@@ -39,7 +39,15 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from searchgym.diversity.moves import _terms, stem
-from searchgym.diversity.templates import _DISAMBIG, _STOP, _cap_runs, _SpanIndex, normalize, question_spans
+from searchgym.diversity.templates import (
+    _DISAMBIG,
+    _STOP,
+    _caprun_pattern,
+    _entity_run,
+    _SpanIndex,
+    normalize,
+    question_spans,
+)
 
 STRATEGIES = ("copy-question", "question-fragment", "entity-lookup", "entity+relation", "bridge", "rephrase",
               "off-task", "malformed")
@@ -142,6 +150,28 @@ def _names(toks: Sequence[str], idx: _SpanIndex | None) -> list[tuple[int, int]]
     return out
 
 
+@lru_cache(maxsize=1 << 17)
+def _name_info(name: str) -> tuple[str, str, int] | None:
+    """(normalised key, first token, token count) of a name, or None when it is only function words."""
+    key = normalize(name)
+    toks = key.split()
+    if not toks or all(t in _STOP for t in toks):
+        return None
+    return key, toks[0], len(toks)
+
+
+@lru_cache(maxsize=1 << 16)
+def _title_info(title: str) -> tuple[str, str, int] | None:
+    return _name_info(_DISAMBIG.sub("", title) if "(" in title else title)
+
+
+@lru_cache(maxsize=1 << 17)
+def _run_info(run: str) -> tuple[str, str, int] | None:
+    """The name a capitalised run of evidence text contributes (``_entity_run`` over 2 characters)."""
+    span = _entity_run(run)
+    return _name_info(span) if span and len(span) > 2 else None
+
+
 class EvidenceContext:
     """What an episode has retrieved so far: its term set and the names in it (titles, capitalised runs).
 
@@ -157,29 +187,31 @@ class EvidenceContext:
         self.starts: set[str] = set()
         self.max_len = 0
 
-    def _add_name(self, name: str) -> None:
-        key = normalize(name)
-        toks = key.split()
-        if not toks or all(t in _STOP for t in toks) or key in self.names:
+    def _add_info(self, info: tuple[str, str, int] | None) -> None:
+        if info is None or info[0] in self.names:
             return
-        self.names.add(key)
-        self.starts.add(toks[0])
-        self.max_len = max(self.max_len, len(toks))
+        self.names.add(info[0])
+        self.starts.add(info[1])
+        self.max_len = max(self.max_len, info[2])
+
+    def _add_name(self, name: str) -> None:
+        self._add_info(_name_info(name))
 
     def add(self, texts: Iterable[str] = (), titles: Iterable[str] = ()) -> None:
         for t in titles:
             if t:
                 t = str(t)
-                self._add_name(_DISAMBIG.sub("", t) if "(" in t else t)
+                self._add_info(_title_info(t))
                 self.terms |= _terms(t)
         for text in texts:
             if not text:
                 continue
             text = str(text)
             self.terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
-            for _, _, span in _cap_runs(text):
-                if span and len(span) > 2:
-                    self._add_name(span)
+            # = the names of _cap_runs(text) whose entity span is over 2 characters; the set of names
+            # does not depend on the order they are added in, so each distinct run is looked up once
+            for run in set(_caprun_pattern(text).findall(text)):
+                self._add_info(_run_info(run))
 
     def find(self, toks: Sequence[str]) -> list[tuple[int, int]]:
         """(start, end) token spans of known names in ``toks`` (longest match, left to right)."""
@@ -202,42 +234,61 @@ class EvidenceContext:
         return out
 
 
-def classify(query: str, question: str | None, evidence: EvidenceContext | None = None) -> QueryStrategy:
-    """The strategy of one query given its question and the evidence retrieved before it."""
+@lru_cache(maxsize=1 << 16)
+def _query_facts(query: str, question: str | None) -> tuple:
+    """The part of ``classify`` that does not depend on the evidence, cached per (query, question):
+    (malformed, tokens, n terms, terms in the question, the other terms, question set, copies, has a
+    question name, the class when no evidence name is found and the query is not off-task)."""
     if is_malformed(query):
-        return QueryStrategy("malformed", False, 0.0, 0.0, 0.0, 0)
+        return (True,)
     nq = normalize(query)
-    toks = nq.split()
+    toks = tuple(nq.split())
     stems = _stems(nq)
     q_terms, q_idx = _question_context(question) if question else (frozenset(), None)
-    ev_terms = evidence.terms if evidence is not None else set()
     n = len(stems)
     in_q = sum(1 for s in stems if s in q_terms)
-    in_e = sum(1 for s in stems if s not in q_terms and s in ev_terms)
-    share_q = in_q / n if n else 0.0
-    share_e = in_e / n if n else 0.0
-    share_x = 1.0 - share_q - share_e if n else 0.0
+    other = tuple(s for s in stems if s not in q_terms)
     copies = _copies(toks, question) if question else False
-    if copies:
-        return QueryStrategy("copy-question", True, share_q, share_e, share_x, n)
     q_names = _names(toks, q_idx)
-    e_names = [s for s in (evidence.find(toks) if evidence is not None else ())
-               if not q_terms or not set(_stems(" ".join(toks[s[0]:s[1]]))) <= q_terms]
-    if not q_names and not e_names and in_q == 0 and in_e == 0:
-        return QueryStrategy("off-task", False, share_q, share_e, share_x, n)
-    if e_names:
-        return QueryStrategy("bridge", False, share_q, share_e, share_x, n)
     if q_names:
         covered = {i for s, e in q_names for i in range(s, e)}
         rest = [t for i, t in enumerate(toks) if i not in covered and t not in _STOP]
         if len(q_names) == 1 and not rest:
-            return QueryStrategy("entity-lookup", False, share_q, share_e, share_x, n)
-        if all(stem(t) in q_terms for t in rest):
-            return QueryStrategy("question-fragment", False, share_q, share_e, share_x, n)
-        return QueryStrategy("entity+relation", False, share_q, share_e, share_x, n)
-    if n and in_q == n:
-        return QueryStrategy("question-fragment", False, share_q, share_e, share_x, n)
-    return QueryStrategy("rephrase", False, share_q, share_e, share_x, n)
+            cls = "entity-lookup"
+        elif all(stem(t) in q_terms for t in rest):
+            cls = "question-fragment"
+        else:
+            cls = "entity+relation"
+    elif n and in_q == n:
+        cls = "question-fragment"
+    else:
+        cls = "rephrase"
+    return False, toks, n, in_q, other, q_terms, copies, bool(q_names), cls
+
+
+_MALFORMED = QueryStrategy("malformed", False, 0.0, 0.0, 0.0, 0)
+
+
+def classify(query: str, question: str | None, evidence: EvidenceContext | None = None) -> QueryStrategy:
+    """The strategy of one query given its question and the evidence retrieved before it."""
+    facts = _query_facts(query, question)
+    if facts[0]:
+        return _MALFORMED
+    _, toks, n, in_q, other, q_terms, copies, has_q_names, cls = facts
+    ev_terms = evidence.terms if evidence is not None else ()
+    in_e = sum(1 for s in other if s in ev_terms) if ev_terms else 0
+    share_q = in_q / n if n else 0.0
+    share_e = in_e / n if n else 0.0
+    share_x = 1.0 - share_q - share_e if n else 0.0
+    if copies:
+        return QueryStrategy("copy-question", True, share_q, share_e, share_x, n)
+    e_names = evidence is not None and evidence.names and any(
+        not q_terms or not set(_stems(" ".join(toks[a:b]))) <= q_terms for a, b in evidence.find(toks))
+    if not has_q_names and not e_names and in_q == 0 and in_e == 0:
+        return QueryStrategy("off-task", False, share_q, share_e, share_x, n)
+    if e_names:
+        return QueryStrategy("bridge", False, share_q, share_e, share_x, n)
+    return QueryStrategy(cls, False, share_q, share_e, share_x, n)
 
 
 def episode_strategies(queries: Sequence[str], question: str | None, *,

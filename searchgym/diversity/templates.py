@@ -537,12 +537,17 @@ def question_spans(question: str) -> list[str]:
     return spans
 
 
+def _caprun_pattern(text: str) -> re.Pattern:
+    """The capitalised-run pattern for ``text``: ASCII text without the separators \\x1c-\\x1f (Unicode
+    \\s, not ASCII \\s) matches the same either way, and the ASCII pattern is cheaper."""
+    return _CAPRUN_ASCII if text.isascii() and (text.isprintable() or not _SEPARATORS.search(text)) else _CAPRUN
+
+
 @lru_cache(maxsize=1 << 16)
 def _cap_runs(text: str) -> tuple[tuple[int, str, str | None], ...]:
     """(start, run, ``_entity_run(run)``) of each capitalised run of a text; shared by the question
     spans and the query's own capitalised runs (an agent's first query often is the question)."""
-    # ASCII text without the separators \x1c-\x1f (Unicode \s, not ASCII \s) matches the same either way
-    pat = _CAPRUN_ASCII if text.isascii() and (text.isprintable() or not _SEPARATORS.search(text)) else _CAPRUN
+    pat = _caprun_pattern(text)
     return tuple((m.start(), r, _entity_run(r)) for m in pat.finditer(text) for r in (m.group(1),))
 
 
