@@ -21,6 +21,9 @@ Definitions (each figure of the report carries its one-line form, ``DEFINITIONS`
 
 from __future__ import annotations
 
+import functools
+import gc
+import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -312,6 +315,27 @@ def _turns(ep: Any) -> list[int]:
     return t if len(t) == len(ep.queries) else list(range(len(ep.queries)))
 
 
+def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``fn`` with the cyclic garbage collector paused (as the tracker's update does).
+
+    Labelling and statistics allocate many small short-lived objects while a run's episodes are alive;
+    the collector's generation-2 passes over them cost about a quarter of the analysis time, and reference
+    counting frees these objects anyway. A collector that was enabled is re-enabled afterwards."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    return wrapper
+
+
+@_gc_paused
 def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Sequence[str] = TEXT_LEVELS,
                    semantic: Callable[[list[str]], Sequence[Any]] | None = None,
                    group_by_step: bool = True) -> Labels:
@@ -400,27 +424,30 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
 
 
 # ------------------------------------------------------------------------------------------------ statistics
-def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx: Sequence[int], *,
-                 n: int | None, n_boot: int, seed: int, distribution: Sequence[str] | None = None,
-                 top: int = 10) -> LevelStats | None:
-    """Statistics of ``labels[i] for i in idx`` (query indices, in order), within the episodes ``ep_idx``."""
-    items = [labels[i] for i in idx]
-    if not items:
-        return None
-    counts = Counter(items)
-    st = M.template_stats(counts)
-    total = len(items)
-    size = total if n is None else min(int(n), total)
-    rd = M.rarefied_diversity(counts, size, n_boot=n_boot, seed=seed)
+@dataclass
+class _Groups:
+    """Query indices of one block (``idx``, in order) arranged by within-question group, shared by every
+    label level of the block: each group's queries in episode order, each group's first queries, and the
+    first query of each episode."""
+
+    idx: Sequence[int]
+    all_by_q: dict[Any, list[int]]
+    first_by_q: dict[Any, list[int]]
+    firsts: list[int]
+
+
+def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
     # within-question groups, in episode order (a group starts at its question's first episode)
-    by_ep: dict[int, list[str]] = {}
+    by_ep: dict[int, list[int]] = {}
+    ep_of = lab.ep_of
     for i in idx:
-        by_ep.setdefault(lab.ep_of[i], []).append(labels[i])
-    all_by_q: dict[Any, list[str]] = {}
-    first_by_q: dict[Any, list[str]] = {}
-    firsts: list[str] = []
+        by_ep.setdefault(ep_of[i], []).append(i)
+    all_by_q: dict[Any, list[int]] = {}
+    first_by_q: dict[Any, list[int]] = {}
+    firsts: list[int] = []
+    group_of_ep = lab.group_of_ep
     for e in ep_idx:
-        g = lab.group_of_ep[e]
+        g = group_of_ep[e]
         ts = by_ep.get(e, [])
         if ts:
             firsts.append(ts[0])
@@ -429,6 +456,25 @@ def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx:
         all_by_q.setdefault(g, []).extend(ts)
         if ts:
             first_by_q.setdefault(g, []).append(ts[0])
+    return _Groups(idx, all_by_q, first_by_q, firsts)
+
+
+def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx: Sequence[int], *,
+                 n: int | None, n_boot: int, seed: int, distribution: Sequence[str] | None = None,
+                 top: int = 10, groups_: _Groups | None = None) -> LevelStats | None:
+    """Statistics of ``labels[i] for i in idx`` (query indices, in order), within the episodes ``ep_idx``."""
+    gr = groups_ if groups_ is not None else _groups(lab, idx, ep_idx)
+    items = labels if len(idx) == len(labels) else [labels[i] for i in idx]  # (idx is then all queries)
+    if not items:
+        return None
+    counts = Counter(items)
+    st = M.template_stats(counts)
+    total = len(items)
+    size = total if n is None else min(int(n), total)
+    rd = M.rarefied_diversity(counts, size, n_boot=n_boot, seed=seed)
+    all_by_q = {g: [labels[i] for i in v] for g, v in gr.all_by_q.items()}
+    first_by_q = {g: [labels[i] for i in v] for g, v in gr.first_by_q.items()}
+    firsts = [labels[i] for i in gr.firsts]
     groups = sum(1 for v in all_by_q.values() if len(v) >= 2)
     within = M.within_entropy(all_by_q) if groups else None
     fq_within = M.within_entropy(first_by_q) if any(len(v) >= 2 for v in first_by_q.values()) else None
@@ -449,7 +495,8 @@ def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx:
         mi_question=mi["mi"] if ok else None, mi_question_plugin=mi["mi_plugin"] if ok else None,
         mi_question_shuffle=mi["mi_shuffle"] if ok else None, mi_k=int(mi["k"]), mi_questions=int(mi["n_questions"]),
         distribution=dist,
-        top=[[t, int(c)] for t, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]])
+        # (labels are distinct, so the key has no ties: the same list as a full sort's first ``top``)
+        top=[[t, int(c)] for t, c in heapq.nsmallest(top, counts.items(), key=lambda kv: (-kv[1], kv[0]))])
 
 
 def _sizes(n: int | Mapping[str, int] | None, key: str) -> int | None:
@@ -460,13 +507,15 @@ def _sizes(n: int | Mapping[str, int] | None, key: str) -> int | None:
 
 def _levels_block(lab: Labels, idx: list[int], ep_idx: list[int], *, n: Any, n_boot: int, seed: int,
                   prefix: str = "") -> tuple[LevelStats | None, dict[str, LevelStats]]:
+    gr = _groups(lab, idx, ep_idx)
     strat = _level_stats(lab.strategy, idx, lab, ep_idx, n=_sizes(n, prefix + "strategy"), n_boot=n_boot,
-                         seed=seed, distribution=STRATEGIES)
+                         seed=seed, distribution=STRATEGIES, groups_=gr)
     levels = {}
     for lv, labels in lab.levels.items():
         if len(labels) != len(lab.texts):
             continue
-        st = _level_stats(labels, idx, lab, ep_idx, n=_sizes(n, prefix + lv), n_boot=n_boot, seed=seed)
+        st = _level_stats(labels, idx, lab, ep_idx, n=_sizes(n, prefix + lv), n_boot=n_boot, seed=seed,
+                          groups_=gr)
         if st is not None:
             levels[lv] = st
     return strat, levels
@@ -533,6 +582,7 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     return out
 
 
+@_gc_paused
 def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n: Mapping[str, int] | None = None,
               n_boot: int = 200, seed: int = 0, token_entropies: Any = None,
               rewards: Sequence[float] | None = None, read_stats: Any = None, with_series: bool = True,
