@@ -779,26 +779,27 @@ def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int 
     ``k_max``. Returns ``mi`` (corrected), ``mi_plugin``, ``mi_shuffle`` (the bias estimate), ``k`` and
     ``n_questions``; all NaN when fewer than two questions have ``k >= 2`` samples.
     """
-    eligible = [list(v) for v in groups.values() if len(v) >= 2]
+    eligible = [v for v in groups.values() if len(v) >= 2]
     nan = float("nan")
     if k is None and eligible:
         k = min(k_max, min(len(v) for v in eligible))
     use = [v for v in eligible if k is not None and len(v) >= k]
     if k is None or k < 2 or len(use) < 2:
         return {"mi": nan, "mi_plugin": nan, "mi_shuffle": nan, "k": float(k or 0), "n_questions": float(len(use))}
-    codes: dict[Hashable, int] = {}
-    enc = [np.asarray([codes.setdefault(x, len(codes)) for x in v], dtype=np.int64) for v in use]
+    # labels -> integer codes in order of first occurrence (over the questions in order)
+    flat_labels = list(itertools.chain.from_iterable(use))
+    codes = {x: i for i, x in enumerate(dict.fromkeys(flat_labels))}
     rng = np.random.default_rng(seed)
-    exact = all(len(v) == k for v in enc)
+    lens = np.fromiter(map(len, use), dtype=np.int64, count=len(use))
+    exact = bool((lens == k).all())
     n_draws = 1 if exact else draws
-    lens = np.asarray([len(v) for v in enc])
-    flat_all = np.concatenate(enc)
+    flat_all = np.fromiter(map(codes.__getitem__, flat_labels), dtype=np.int64, count=len(flat_labels))
     starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    gid = np.repeat(np.arange(len(enc)), lens)
+    gid = np.repeat(np.arange(len(use)), lens)
     take = (starts[:, None] + np.arange(k)[None, :]).ravel()  # the first k places of each question
     # each draw: k of each question's samples without replacement (random order within each question)
     cube = np.stack([flat_all[np.lexsort((rng.random(len(flat_all)), gid))][take] if not exact else flat_all[take]
-                     for _ in range(n_draws)]).reshape(n_draws, len(enc), k)  # (draws, Q, k)
+                     for _ in range(n_draws)]).reshape(n_draws, len(use), k)  # (draws, Q, k)
     d, q = cube.shape[0], cube.shape[1]
     shuffles = max(0, min(shuffles, max(2, 1_000_000 // max(1, d * q * k * k))))  # bound the shuffle tensor
     n_codes = len(codes)

@@ -210,8 +210,14 @@ class EvidenceContext:
             self.terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
             # = the names of _cap_runs(text) whose entity span is over 2 characters; the set of names
             # does not depend on the order they are added in, so each distinct run is looked up once
-            for run in set(_caprun_pattern(text).findall(text)):
-                self._add_info(_run_info(run))
+            infos = set(map(_run_info, set(_caprun_pattern(text).findall(text))))
+            infos.discard(None)
+            names = self.names
+            new = [i for i in infos if i[0] not in names]
+            if new:
+                names.update(i[0] for i in new)
+                self.starts.update(i[1] for i in new)
+                self.max_len = max(self.max_len, max(i[2] for i in new))
 
     def find(self, toks: Sequence[str]) -> list[tuple[int, int]]:
         """(start, end) token spans of known names in ``toks`` (longest match, left to right)."""
