@@ -172,6 +172,15 @@ def _run_info(run: str) -> tuple[str, str, int] | None:
     return _name_info(span) if span and len(span) > 2 else None
 
 
+@lru_cache(maxsize=1 << 16)
+def _text_names(text: str) -> tuple[tuple[str, str, int], ...]:
+    """The distinct names of the capitalised runs of an evidence text whose entity span is over 2
+    characters (``_run_info``), cached per text (retrieved titles and passages recur across episodes)."""
+    infos = set(map(_run_info, set(_caprun_pattern(text).findall(text))))
+    infos.discard(None)
+    return tuple(infos)
+
+
 class EvidenceContext:
     """What an episode has retrieved so far: its term set and the names in it (titles, capitalised runs).
 
@@ -187,31 +196,23 @@ class EvidenceContext:
         self.starts: set[str] = set()
         self.max_len = 0
 
-    def _add_info(self, info: tuple[str, str, int] | None) -> None:
-        if info is None or info[0] in self.names:
-            return
-        self.names.add(info[0])
-        self.starts.add(info[1])
-        self.max_len = max(self.max_len, info[2])
-
-    def _add_name(self, name: str) -> None:
-        self._add_info(_name_info(name))
-
     def add(self, texts: Iterable[str] = (), titles: Iterable[str] = ()) -> None:
+        terms = self.terms
+        infos: list[tuple[str, str, int]] = []
         for t in titles:
             if t:
                 t = str(t)
-                self._add_info(_title_info(t))
-                self.terms |= _terms(t)
+                info = _title_info(t)
+                if info is not None:
+                    infos.append(info)
+                terms |= _terms(t)
         for text in texts:
             if not text:
                 continue
             text = str(text)
-            self.terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
-            # = the names of _cap_runs(text) whose entity span is over 2 characters; the set of names
-            # does not depend on the order they are added in, so each distinct run is looked up once
-            infos = set(map(_run_info, set(_caprun_pattern(text).findall(text))))
-            infos.discard(None)
+            terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
+            infos.extend(_text_names(text))
+        if infos:  # the set of names does not depend on the order they are added in
             names = self.names
             new = [i for i in infos if i[0] not in names]
             if new:
