@@ -21,6 +21,7 @@ Definitions (each figure of the report carries its one-line form, ``DEFINITIONS`
 
 from __future__ import annotations
 
+import copy
 import functools
 import gc
 import heapq
@@ -595,7 +596,12 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
     all_eps = list(range(len(eps)))
     strat, levels = _levels_block(lab, all_idx, all_eps, n=n, n_boot=n_boot, seed=seed)
     g_idx = [i for i in all_idx if lab.strategy[i] in GROUNDED]
-    g_strat, g_levels = _levels_block(lab, g_idx, all_eps, n=n, n_boot=n_boot, seed=seed, prefix="well_formed/")
+    if len(g_idx) == nq and all(_sizes(n, k) == _sizes(n, "well_formed/" + k) for k in ("strategy", *lab.levels)):
+        # every query is well-formed and grounded: the same queries at the same sizes, the same figures
+        g_strat, g_levels = copy.deepcopy((strat, levels))
+    else:
+        g_strat, g_levels = _levels_block(lab, g_idx, all_eps, n=n, n_boot=n_boot, seed=seed,
+                                          prefix="well_formed/")
     sc = Counter(lab.strategy)
     share = (lambda c: c / nq) if nq else (lambda c: float("nan"))
     mc = Counter(m for seq in lab.moves for m in seq)

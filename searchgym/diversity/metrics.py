@@ -798,8 +798,14 @@ def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int 
     gid = np.repeat(np.arange(len(use)), lens)
     take = (starts[:, None] + np.arange(k)[None, :]).ravel()  # the first k places of each question
     # each draw: k of each question's samples without replacement (random order within each question)
-    cube = np.stack([flat_all[np.lexsort((rng.random(len(flat_all)), gid))][take] if not exact else flat_all[take]
-                     for _ in range(n_draws)]).reshape(n_draws, len(use), k)  # (draws, Q, k)
+    if exact:
+        cube = flat_all[take].reshape(1, len(use), k)
+    else:  # all draws at once: the same random stream as one rng.random(N) per draw, and per-row lexsorts
+        r = rng.random((n_draws, len(flat_all)))
+        order = np.lexsort((r, np.broadcast_to(gid, r.shape)))
+        # (C order: fancy indexing may return another memory layout, and numpy's reductions sum in
+        # memory order, so the last digits would differ)
+        cube = np.ascontiguousarray(flat_all[order[:, take]]).reshape(n_draws, len(use), k)  # (draws, Q, k)
     d, q = cube.shape[0], cube.shape[1]
     shuffles = max(0, min(shuffles, max(2, 1_000_000 // max(1, d * q * k * k))))  # bound the shuffle tensor
     n_codes = len(codes)
