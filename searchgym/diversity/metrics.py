@@ -663,14 +663,18 @@ def hill_numbers(x: Any) -> dict[str, float]:
     return {"0": float(len(c)), "1": math.exp(_entropy_of(c)), "2": n * n / sum(v * v for v in c)}
 
 
-def _count_vector(x: Any) -> np.ndarray:
+def _count_list(x: Any) -> list[int]:
     if isinstance(x, Mapping):
         vals = list(x.values())
     elif isinstance(x, np.ndarray) and x.dtype.kind in "iu":
         vals = x.ravel().tolist()
     else:
         vals = list(Counter(x).values())
-    return np.asarray([int(v) for v in vals if v > 0], dtype=np.int64)
+    return [int(v) for v in vals if v > 0]
+
+
+def _count_vector(x: Any) -> np.ndarray:
+    return np.asarray(_count_list(x), dtype=np.int64)
 
 
 def _draw_stats(draws: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -729,8 +733,8 @@ def rarefied_diversity(x: Any, n: int | None = None, *, draws: int = 50, n_boot:
     subsamples of n without replacement (exact plug-in when n is all samples); CIs follow ``CI_METHOD``
     (``n_boot=0``: no CIs). ``hill["1"]`` is exp(entropy) and its CI exp(entropy CI).
     """
-    c = _count_vector(x)
-    total = int(c.sum())
+    vals = _count_list(x)  # (numpy arrays and the generator only where draws are made: per-call overhead)
+    total = sum(vals)
     nan = float("nan")
     if total <= 0:
         return {"n": 0, "entropy": nan, "entropy_ci": [nan, nan], "hill": {"0": nan, "1": nan, "2": nan},
@@ -738,12 +742,16 @@ def rarefied_diversity(x: Any, n: int | None = None, *, draws: int = 50, n_boot:
     n = total if n is None else int(n)
     if not 1 <= n <= total:
         raise ValueError(f"cannot rarefy {total} samples to {n}")
-    rng = np.random.default_rng(seed)
-    k = len(c)
+    k = len(vals)
     if n == total:
-        cf = sorted((float(v) for v in c), reverse=True)
+        cf = sorted(map(float, vals), reverse=True)
         h, rich, inv = _entropy_of(cf), float(k), total * total / sum(v * v for v in cf)
-    else:
+        if n_boot <= 0:
+            return {"n": n, "entropy": h, "hill": {"0": rich, "1": math.exp(h), "2": inv},
+                    "entropy_ci": [nan, nan], "hill_ci": {"0": [nan, nan], "1": [nan, nan], "2": [nan, nan]}}
+    c = np.asarray(vals, dtype=np.int64)
+    rng = np.random.default_rng(seed)
+    if n != total:
         hs, rs, ivs = _chunked(lambda m: rng.multivariate_hypergeometric(c, n, size=m), draws, k)
         h, rich, inv = float(hs.mean()), float(rs.mean()), float(ivs.mean())
     out: dict[str, Any] = {"n": n, "entropy": h, "hill": {"0": rich, "1": math.exp(h), "2": inv}}
@@ -765,7 +773,11 @@ def _row_entropies(mat: np.ndarray) -> np.ndarray:
     """Plug-in entropy of each row (last axis) of a small (..., k) label array: H = -(1/k) Σ_j log(c_j / k),
     c_j the count of row element j's label in its row."""
     k = mat.shape[-1]
-    same = (mat[..., :, None] == mat[..., None, :]).sum(axis=-1)
+    # same[..., i] = how many elements of the row equal element i: k vectorised comparisons (integer
+    # counts, so exactly the broadcast (…, k, k) comparison summed, at a third of its cost)
+    same = (mat == mat[..., :1]).astype(np.int64)
+    for j in range(1, k):
+        same += mat == mat[..., j:j + 1]
     h = -np.log(same / k).sum(axis=-1) / k
     h[h < 1e-12] = 0.0
     return h
