@@ -783,6 +783,45 @@ def _row_entropies(mat: np.ndarray) -> np.ndarray:
     return h
 
 
+_MI_PLANS: dict[tuple, tuple[np.ndarray, np.ndarray | None, int, int]] = {}
+
+
+def _mi_plan(lens_t: tuple[int, ...], k: int, draws: int, shuffles: int,
+             seed: int) -> tuple[np.ndarray, np.ndarray | None, int, int]:
+    """The random part of ``mutual_information``, which depends only on the group sizes (not on the labels):
+    the positions of the k samples each draw takes from each question (``sel``, (draws, Q*k) indices into
+    the questions' concatenated labels) and each shuffle's permutation of a draw (``perm``, (draws,
+    shuffles, Q*k)). Cached, so the label levels of one block (same questions, same sizes) draw once;
+    the generator is used exactly as when it shuffled the labels themselves (``permuted`` moves elements
+    without looking at them), so every figure is as before."""
+    key = (lens_t, k, draws, shuffles, seed)
+    hit = _MI_PLANS.get(key)
+    if hit is not None:
+        return hit
+    rng = np.random.default_rng(seed)
+    lens = np.asarray(lens_t, dtype=np.int64)
+    q = len(lens_t)
+    exact = bool((lens == k).all())
+    n_draws = 1 if exact else draws
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    take = (starts[:, None] + np.arange(k)[None, :]).ravel()  # the first k places of each question
+    if exact:
+        sel = take[None, :]
+    else:  # each draw: k of each question's samples without replacement (random order within each question)
+        gid = np.repeat(np.arange(q), lens)
+        r = rng.random((n_draws, int(lens.sum())))  # (the same stream as one rng.random(N) per draw)
+        sel = np.lexsort((r, np.broadcast_to(gid, r.shape)))[:, take]
+    d = n_draws
+    shuffles = max(0, min(shuffles, max(2, 1_000_000 // max(1, d * q * k * k))))  # bound the shuffle tensor
+    perm = None
+    if shuffles > 0:
+        perm = rng.permuted(np.broadcast_to(np.arange(q * k), (d, shuffles, q * k)), axis=2)
+    if len(_MI_PLANS) >= 16:
+        _MI_PLANS.clear()
+    _MI_PLANS[key] = (sel, perm, d, shuffles)
+    return sel, perm, d, shuffles
+
+
 def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int | None = None,
                        k_max: int = 8, draws: int = 5, shuffles: int = 10, seed: int = 0) -> dict[str, float]:
     """Shuffle-corrected plug-in mutual information between the question (group key) and a label.
@@ -801,25 +840,12 @@ def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int 
     # labels -> integer codes in order of first occurrence (over the questions in order)
     flat_labels = list(itertools.chain.from_iterable(use))
     codes = {x: i for i, x in enumerate(dict.fromkeys(flat_labels))}
-    rng = np.random.default_rng(seed)
-    lens = np.fromiter(map(len, use), dtype=np.int64, count=len(use))
-    exact = bool((lens == k).all())
-    n_draws = 1 if exact else draws
     flat_all = np.fromiter(map(codes.__getitem__, flat_labels), dtype=np.int64, count=len(flat_labels))
-    starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
-    gid = np.repeat(np.arange(len(use)), lens)
-    take = (starts[:, None] + np.arange(k)[None, :]).ravel()  # the first k places of each question
-    # each draw: k of each question's samples without replacement (random order within each question)
-    if exact:
-        cube = flat_all[take].reshape(1, len(use), k)
-    else:  # all draws at once: the same random stream as one rng.random(N) per draw, and per-row lexsorts
-        r = rng.random((n_draws, len(flat_all)))
-        order = np.lexsort((r, np.broadcast_to(gid, r.shape)))
-        # (C order: fancy indexing may return another memory layout, and numpy's reductions sum in
-        # memory order, so the last digits would differ)
-        cube = np.ascontiguousarray(flat_all[order[:, take]]).reshape(n_draws, len(use), k)  # (draws, Q, k)
-    d, q = cube.shape[0], cube.shape[1]
-    shuffles = max(0, min(shuffles, max(2, 1_000_000 // max(1, d * q * k * k))))  # bound the shuffle tensor
+    sel, perm, d, shuffles = _mi_plan(tuple(map(len, use)), k, draws, shuffles, seed)
+    q = len(use)
+    # (C order: fancy indexing may return another memory layout, and numpy's reductions sum in memory
+    # order, so the last digits would differ)
+    cube = np.ascontiguousarray(flat_all[sel]).reshape(d, q, k)  # (draws, Q, k)
     n_codes = len(codes)
     flat = cube.reshape(d, q * k)
     counts = np.bincount((flat + (np.arange(d) * n_codes)[:, None]).ravel(), minlength=d * n_codes)
@@ -829,7 +855,7 @@ def mutual_information(groups: Mapping[Hashable, Sequence[Hashable]], *, k: int 
     plug = (h_all - _row_entropies(cube).mean(axis=1)).tolist()
     shuf: list[float] = []
     if shuffles > 0:
-        perms = rng.permuted(np.repeat(flat[:, None, :], shuffles, axis=1), axis=2).reshape(d, shuffles, q, k)
+        perms = np.ascontiguousarray(flat[np.arange(d)[:, None, None], perm]).reshape(d, shuffles, q, k)
         shuf = (h_all[:, None] - _row_entropies(perms).mean(axis=2)).ravel().tolist()
     mi_plugin = float(np.mean(plug))
     mi_shuffle = float(np.mean(shuf)) if shuf else 0.0
