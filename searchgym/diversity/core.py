@@ -353,7 +353,12 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
                  strategy=[], copies=[], sources=[], group_of_ep=[], step_of_ep=[], moves=[], ctars=[],
                  yields=[], dups=[])
     templates = templater.templates
+    # (bound methods: the loop below runs once per query)
+    level_out = {lv: lab.levels[lv].append for lv in text_levels}
+    add_strategy, add_copy, add_sources = lab.strategy.append, lab.copies.append, lab.sources.append
+    add_ep, add_turn, add_text = lab.ep_of.append, lab.turn_of.append, lab.texts.append
     for ei, ep in enumerate(lab.episodes):
+        question = ep.question
         queries = list(ep.queries)
         qkey = ep.question_id or ep.question
         lab.group_of_ep.append(None if qkey is None else ((ep.step, qkey) if group_by_step else qkey))
@@ -377,15 +382,15 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
                 pending = []
                 cur = turns[i]
             if text_levels:
-                for lv, t in templates(q, text_levels, question=ep.question, retrieved_titles=seen).items():
-                    lab.levels[lv].append(t)
-            s = classify(q, ep.question, ctx)
-            lab.strategy.append(s.strategy)
-            lab.copies.append(s.copies_question)
-            lab.sources.append((s.from_question, s.from_evidence, s.from_neither))
-            lab.ep_of.append(ei)
-            lab.turn_of.append(turns[i])
-            lab.texts.append(q)
+                for lv, t in templates(q, text_levels, question=question, retrieved_titles=seen).items():
+                    level_out[lv](t)
+            s = classify(q, question, ctx)
+            add_strategy(s.strategy)
+            add_copy(s.copies_question)
+            add_sources((s.from_question, s.from_evidence, s.from_neither))
+            add_ep(ei)
+            add_turn(turns[i])
+            add_text(q)
             nq = normalize(q)
             key = (turns[i], nq)
             if key in turn_seen:
