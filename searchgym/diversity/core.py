@@ -442,6 +442,10 @@ class _Groups:
     firsts: list[int]
 
 
+_NO_MI = {"mi": float("nan"), "mi_plugin": float("nan"), "mi_shuffle": float("nan"), "k": 0.0,
+          "n_questions": 0.0}
+
+
 def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
     # within-question groups, in episode order (a group starts at its question's first episode)
     by_ep: dict[int, list[int]] = {}
@@ -467,8 +471,9 @@ def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
 
 def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx: Sequence[int], *,
                  n: int | None, n_boot: int, seed: int, distribution: Sequence[str] | None = None,
-                 top: int = 10, groups_: _Groups | None = None) -> LevelStats | None:
-    """Statistics of ``labels[i] for i in idx`` (query indices, in order), within the episodes ``ep_idx``."""
+                 top: int = 10, groups_: _Groups | None = None, with_mi: bool = True) -> LevelStats | None:
+    """Statistics of ``labels[i] for i in idx`` (query indices, in order), within the episodes ``ep_idx``.
+    ``with_mi=False`` skips the question MI (its fields are then None, ``mi_k`` and ``mi_questions`` 0)."""
     gr = groups_ if groups_ is not None else _groups(lab, idx, ep_idx)
     items = labels if len(idx) == len(labels) else [labels[i] for i in idx]  # (idx is then all queries)
     if not items:
@@ -484,7 +489,7 @@ def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx:
     groups = sum(1 for v in all_by_q.values() if len(v) >= 2)
     within = M.within_entropy(all_by_q) if groups else None
     fq_within = M.within_entropy(first_by_q) if any(len(v) >= 2 for v in first_by_q.values()) else None
-    mi = M.mutual_information(all_by_q, seed=seed)
+    mi = M.mutual_information(all_by_q, seed=seed) if with_mi else _NO_MI
     ok = not math.isnan(mi["mi"])
     dist = None
     if distribution is not None:
@@ -512,16 +517,16 @@ def _sizes(n: int | Mapping[str, int] | None, key: str) -> int | None:
 
 
 def _levels_block(lab: Labels, idx: list[int], ep_idx: list[int], *, n: Any, n_boot: int, seed: int,
-                  prefix: str = "") -> tuple[LevelStats | None, dict[str, LevelStats]]:
+                  prefix: str = "", with_mi: bool = True) -> tuple[LevelStats | None, dict[str, LevelStats]]:
     gr = _groups(lab, idx, ep_idx)
     strat = _level_stats(lab.strategy, idx, lab, ep_idx, n=_sizes(n, prefix + "strategy"), n_boot=n_boot,
-                         seed=seed, distribution=STRATEGIES, groups_=gr)
+                         seed=seed, distribution=STRATEGIES, groups_=gr, with_mi=with_mi)
     levels = {}
     for lv, labels in lab.levels.items():
         if len(labels) != len(lab.texts):
             continue
         st = _level_stats(labels, idx, lab, ep_idx, n=_sizes(n, prefix + lv), n_boot=n_boot, seed=seed,
-                          groups_=gr)
+                          groups_=gr, with_mi=with_mi)
         if st is not None:
             levels[lv] = st
     return strat, levels
@@ -592,21 +597,24 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
 def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n: Mapping[str, int] | None = None,
               n_boot: int = 200, seed: int = 0, token_entropies: Any = None,
               rewards: Sequence[float] | None = None, read_stats: Any = None, with_series: bool = True,
-              success_threshold: float = 1.0) -> RunStats:
+              success_threshold: float = 1.0,
+              with_mi: bool = True) -> RunStats:
     """The typed statistics of a labelled run. ``n``: the sample size for entropy and Hill numbers (an int,
-    or a mapping from ``subset_sizes`` keys; None = all queries). ``series_n`` the same per step."""
+    or a mapping from ``subset_sizes`` keys; None = all queries). ``series_n`` the same per step.
+    ``with_mi=False`` skips the question MI, the costliest figure of a small batch (the tracker's
+    ``mi_every``)."""
     eps = lab.episodes
     nq = len(lab.texts)
     all_idx = list(range(nq))
     all_eps = list(range(len(eps)))
-    strat, levels = _levels_block(lab, all_idx, all_eps, n=n, n_boot=n_boot, seed=seed)
+    strat, levels = _levels_block(lab, all_idx, all_eps, n=n, n_boot=n_boot, seed=seed, with_mi=with_mi)
     g_idx = [i for i in all_idx if lab.strategy[i] in GROUNDED]
     if len(g_idx) == nq and all(_sizes(n, k) == _sizes(n, "well_formed/" + k) for k in ("strategy", *lab.levels)):
         # every query is well-formed and grounded: the same queries at the same sizes, the same figures
         g_strat, g_levels = copy.deepcopy((strat, levels))
     else:
         g_strat, g_levels = _levels_block(lab, g_idx, all_eps, n=n, n_boot=n_boot, seed=seed,
-                                          prefix="well_formed/")
+                                          prefix="well_formed/", with_mi=with_mi)
     sc = Counter(lab.strategy)
     share = (lambda c: c / nq) if nq else (lambda c: float("nan"))
     mc = Counter(m for seq in lab.moves for m in seq)
@@ -648,7 +656,8 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
         for s in steps:
             e_idx = by_step[s]
             q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
-            st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed)
+            st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed,
+                                                with_mi=with_mi)
             srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
             ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
             series.append(StepStats(

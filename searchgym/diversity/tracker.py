@@ -116,6 +116,9 @@ class DiversityTracker:
         rarefy_n: take entropies and Hill numbers at this many queries per update (rarefied; an update
             with fewer queries uses all of them and logs its ``n``). None: all queries of the update.
         n_boot: bootstrap replicates for ``entropy_ci_low/high`` (0: none; they cost time every update).
+        mi_every: compute the question MI (``.../mi_question``) on every ``mi_every``-th update only (the
+            1st, the (1 + mi_every)-th, ...); the others log no ``mi_question``. It is the costliest figure
+            of a small batch (about a third of the update at 64 episodes); 1 (default): every update.
     """
 
     def __init__(self, levels: Sequence[str] = ("string", "slot", "content", "pos"), *,
@@ -123,7 +126,7 @@ class DiversityTracker:
                  entity_types: Mapping[str, str] | None = None, alarm_fraction: float = 0.5,
                  alarm_level: str | None = None, baseline_updates: int = 1, embedder: Any = None,
                  semantic_threshold: float = 0.25, tensorboard: bool = True, rarefy_n: int | None = None,
-                 n_boot: int = 0):
+                 n_boot: int = 0, mi_every: int = 1):
         levels = tuple(levels)
         bad = [lv for lv in levels if lv not in LEVELS]
         if bad or not levels:
@@ -134,6 +137,10 @@ class DiversityTracker:
             raise ConfigError(f"rarefy_n must be a positive number of queries, got {rarefy_n}")
         self.rarefy_n = None if rarefy_n is None else int(rarefy_n)
         self.n_boot = max(0, int(n_boot))
+        if int(mi_every) < 1:
+            raise ConfigError(f"mi_every must be a positive number of updates, got {mi_every}")
+        self.mi_every = int(mi_every)
+        self._updates = 0
         self.last_stats: RunStats | None = None
         self.levels = levels
         self._text_levels = tuple(lv for lv in levels if lv in TEXT_LEVELS)
@@ -193,19 +200,21 @@ class DiversityTracker:
         return self._stats([_as_traj(t) for t in trajectories], token_entropies, rewards)[0]
 
     def _stats(self, trajs: list[Trajectory], token_entropies: Any,
-               rewards: Sequence[float] | None) -> tuple[RunStats, Labels]:
+               rewards: Sequence[float] | None, with_mi: bool = True) -> tuple[RunStats, Labels]:
         episodes = [episode_from_trajectory(t) for t in trajs]
         semantic = (lambda texts: self.clusterer.assign(texts)) if self.clusterer is not None else None
         lab = label_episodes(episodes, templater=self.templater, levels=self.levels, semantic=semantic,
                              group_by_step=False)
         st = run_stats(lab, n=self.rarefy_n, n_boot=self.n_boot, seed=0, token_entropies=token_entropies,
-                       rewards=rewards if rewards is not None else [t.reward for t in trajs], with_series=False)
+                       rewards=rewards if rewards is not None else [t.reward for t in trajs], with_series=False,
+                       with_mi=with_mi)
         return st, lab
 
     def _update(self, step: int, trajectories: Sequence[Any], token_entropies: Any,
                 rewards: Sequence[float] | None) -> dict[str, float]:
         trajs = [_as_traj(t) for t in trajectories]
-        st, lab = self._stats(trajs, token_entropies, rewards)
+        st, lab = self._stats(trajs, token_entropies, rewards, with_mi=self._updates % self.mi_every == 0)
+        self._updates += 1
         self.last_stats = st
         m: dict[str, float] = {"step": float(step)}
         m.update(flat_metrics(st))
