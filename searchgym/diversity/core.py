@@ -25,6 +25,7 @@ import copy
 import functools
 import gc
 import heapq
+import itertools
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -36,7 +37,7 @@ import numpy as np
 from searchgym.diversity import metrics as M
 from searchgym.diversity.moves import MOVES, _moves, ctar, episode_moves, moves_and_ctar, transition_matrix
 from searchgym.diversity.strategy import GROUNDED, MAX_QUERY_WORDS, STRATEGIES, EvidenceContext, classify
-from searchgym.diversity.templates import TEXT_LEVELS, Templater, normalize
+from searchgym.diversity.templates import _LEVEL_SLOT, TEXT_LEVELS, Templater, normalize
 
 DOMINANT_EPISODE_SHARE = 0.2
 DOMINANT_MIN_EPISODES = 6  # with 5 or fewer episodes every episode holds >= 20% of the queries
@@ -352,9 +353,9 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
     lab = Labels(episodes=list(episodes), ep_of=[], turn_of=[], texts=[], levels={lv: [] for lv in levels},
                  strategy=[], copies=[], sources=[], group_of_ep=[], step_of_ep=[], moves=[], ctars=[],
                  yields=[], dups=[])
-    templates = templater.templates
+    template_entry, level_string = templater._entry, templater._level
     # (bound methods: the loop below runs once per query)
-    level_out = {lv: lab.levels[lv].append for lv in text_levels}
+    level_plan = [(None if lv == "string" else _LEVEL_SLOT[lv], lab.levels[lv].append) for lv in text_levels]
     add_strategy, add_copy, add_sources = lab.strategy.append, lab.copies.append, lab.sources.append
     add_ep, add_turn, add_text = lab.ep_of.append, lab.turn_of.append, lab.texts.append
     for ei, ep in enumerate(lab.episodes):
@@ -381,9 +382,15 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
                         seen = seen + tuple(ti)
                 pending = []
                 cur = turns[i]
-            if text_levels:
-                for lv, t in templates(q, text_levels, question=question, retrieved_titles=seen).items():
-                    level_out[lv](t)
+            if text_levels:  # (= templater.templates(q, text_levels, ...), without building its dict)
+                entry = None
+                for slot_i, out in level_plan:
+                    if slot_i is None:
+                        out(normalize(q))
+                        continue
+                    if entry is None:
+                        entry = template_entry(q, question, seen)
+                    out(level_string(entry, slot_i))
             s = classify(q, question, ctx)
             add_strategy(s.strategy)
             add_copy(s.copies_question)
@@ -449,9 +456,12 @@ _NO_MI = {"mi": float("nan"), "mi_plugin": float("nan"), "mi_shuffle": float("na
 def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
     # within-question groups, in episode order (a group starts at its question's first episode)
     by_ep: dict[int, list[int]] = {}
-    ep_of = lab.ep_of
-    for i in idx:
-        by_ep.setdefault(ep_of[i], []).append(i)
+    for e, run in itertools.groupby(idx, key=lab.ep_of.__getitem__):  # (an episode's queries are adjacent)
+        have = by_ep.get(e)
+        if have is None:
+            by_ep[e] = list(run)
+        else:
+            have.extend(run)
     all_by_q: dict[Any, list[int]] = {}
     first_by_q: dict[Any, list[int]] = {}
     firsts: list[int] = []
