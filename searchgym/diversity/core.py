@@ -547,6 +547,12 @@ def _mean(xs: Iterable[float]) -> float:
     return float(np.mean(v)) if v else float("nan")
 
 
+def _mean_at(values: np.ndarray, idx: Sequence[int]) -> float:
+    """``_mean(values[i] for i in idx)`` for a float array without NaN (the same sum: numpy's mean of the
+    same values in the same order)."""
+    return float(values[np.asarray(idx, dtype=np.int64)].mean()) if len(idx) else float("nan")
+
+
 def subset_sizes(lab: Labels) -> dict[str, int]:
     """Query counts per label block (``strategy``, each level, and ``well_formed/...``): the sizes a
     comparison of several runs takes the minimum of."""
@@ -660,6 +666,8 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
         for i, s in enumerate(lab.step_of_ep):
             if s is not None:
                 by_step.setdefault(s, []).append(i)
+        copies = np.asarray(lab.copies, dtype=float)
+        grounded = np.fromiter((x in GROUNDED for x in lab.strategy), dtype=float, count=len(lab.strategy))
         q_by_ep: dict[int, list[int]] = {}
         for i, e in enumerate(lab.ep_of):
             q_by_ep.setdefault(e, []).append(i)
@@ -672,8 +680,7 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
             ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
             series.append(StepStats(
                 step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
-                question_copy_rate=_mean(float(lab.copies[i]) for i in q_idx),
-                grounded_share=_mean(float(lab.strategy[i] in GROUNDED) for i in q_idx),
+                question_copy_rate=_mean_at(copies, q_idx), grounded_share=_mean_at(grounded, q_idx),
                 reward_mean=float(np.mean(srw)) if srw else None,
                 token_entropy_mean=float(np.mean(ste)) if ste else None))
     if len(series) >= 2:
