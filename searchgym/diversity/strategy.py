@@ -133,6 +133,9 @@ def is_malformed(query: str) -> bool:
     return False
 
 
+_malformed = lru_cache(maxsize=1 << 16)(is_malformed)  # (per query: queries recur under other questions)
+
+
 def _names(toks: Sequence[str], idx: _SpanIndex | None) -> list[tuple[int, int]]:
     """(start, end) token spans of the names of ``idx`` in ``toks`` (longest match, left to right)."""
     if idx is None or not idx.full:
@@ -246,7 +249,7 @@ def _query_facts(query: str, question: str | None) -> tuple:
     """The part of ``classify`` that does not depend on the evidence, cached per (query, question):
     (malformed, tokens, n terms, terms in the question, the other terms, question set, copies, has a
     question name, the class when no evidence name is found and the query is not off-task)."""
-    if is_malformed(query):
+    if _malformed(query):
         return (True,)
     nq = normalize(query)
     toks = tuple(nq.split())
