@@ -30,7 +30,7 @@ def main() -> None:
     from torch.utils.flop_counter import FlopCounterMode
     from transformers.utils import logging as hf_logging
 
-    from searchgym.train.grpo import RLArgs, train_rl
+    from searchgym.train.rl import RLArgs, train_rl
     from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
     from searchgym.train.sft import SFTArgs, train_sft
     from searchgym.train.squeeze import Context, SqueezeConfig, make_demos

@@ -157,7 +157,7 @@ def test_sft_loss_decreases_and_checkpoints(setup, tmp_path):
 
 
 def _rl_args(**kw):
-    from searchgym.train.grpo import RLArgs
+    from searchgym.train.rl import RLArgs
 
     base = {"total_steps": 4, "prompts_per_step": 2, "group_size": 3, "max_new_tokens": 8,
             "micro_batch_size": 3,
@@ -182,7 +182,7 @@ def _strip(rows):
          "clip_high": 0.28},
 ])
 def test_rl_smoke_and_exact_resume(setup, tmp_path, extra):
-    from searchgym.train.grpo import train_rl
+    from searchgym.train.rl import train_rl
 
     args = _rl_args(**extra)
     n = args.prompts_per_step * args.group_size
@@ -209,7 +209,7 @@ def test_rl_smoke_and_exact_resume(setup, tmp_path, extra):
 
 
 def test_rl_changes_the_policy(setup, tmp_path):
-    from searchgym.train.grpo import train_rl
+    from searchgym.train.rl import train_rl
 
     model, tok = load(setup)
     before = {k: v.clone() for k, v in model.state_dict().items()}
@@ -227,7 +227,7 @@ def test_rl_changes_the_policy(setup, tmp_path):
 
 
 def test_impossible_configs_fail_fast():
-    from searchgym.train.grpo import RLArgs
+    from searchgym.train.rl import RLArgs
 
     with pytest.raises(ConfigError, match="group_size"):
         RLArgs(algo="grpo", group_size=1).validate()
@@ -248,7 +248,7 @@ def test_impossible_configs_fail_fast():
 
 
 def test_train_rl_rejects_group_size_one_before_any_work(setup):
-    from searchgym.train.grpo import train_rl
+    from searchgym.train.rl import train_rl
 
     model, tok = load(setup)
     with pytest.raises(ConfigError, match="group_size"):
@@ -293,7 +293,7 @@ def test_any_hf_causal_lm_path_gpt2(setup, tmp_path):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from searchgym.train.grpo import train_rl
+    from searchgym.train.rl import train_rl
     from searchgym.train.rollout import collate, policy_forward
     from searchgym.train.tiny_lm import load_lm
 
@@ -324,3 +324,90 @@ def test_any_hf_causal_lm_path_gpt2(setup, tmp_path):
         lp_full, _, _ = policy_forward(model, b, all_positions=True)
     m = b["mask"] > 0
     assert torch.allclose(lp_split[m], lp_full[m], atol=1e-5)
+
+
+def _sft_demos(setup, tok, n=8):
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+
+    return run_episodes(AgentPolicy(ScriptedAgent(), tok), make_envs(setup, n), [None] * n,
+                        options=[{"index": i} for i in range(n)])
+
+
+def test_sft_resume_truncates_metrics_to_the_checkpoint(setup, tmp_path):
+    """Rows an interrupted SFT run logged after its last checkpoint are dropped on resume, and a fresh run
+    does not append to an old run's file (fails before runlog.sync_metrics was shared with the RL trainer)."""
+    from searchgym.train.sft import SFTArgs, train_sft
+
+    model, tok = load(setup)
+    demos = _sft_demos(setup, tok)
+    args = SFTArgs(learning_rate=1e-3, max_steps=3, batch_size=4, micro_batch_size=4, warmup_steps=1,
+                   checkpoint_every=2)
+    train_sft(model, tok, demos, args, out_dir=tmp_path)
+    metrics = tmp_path / "metrics.jsonl"
+    with open(metrics, "a") as f:  # what a run killed after its checkpoint had logged beyond it
+        f.write(json.dumps({"step": 4, "losses/sft": 9.9}) + "\n")
+    model2, tok2 = load(setup)
+    train_sft(model2, tok2, demos, SFTArgs(**{**args.__dict__, "max_steps": 5}), out_dir=tmp_path, resume=True)
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    assert [r["step"] for r in rows] == [1, 2, 3, 4, 5]
+    assert rows[3]["losses/sft"] != 9.9
+    model3, tok3 = load(setup)
+    train_sft(model3, tok3, demos, args, out_dir=tmp_path)  # a fresh run replaces the file
+    assert [json.loads(x)["step"] for x in metrics.read_text().splitlines()] == [1, 2, 3]
+
+
+def test_policy_loss_reports_ratio_and_selected_share():
+    from searchgym.train.rl import RLArgs, compute_advantages, policy_loss
+
+    g = torch.Generator().manual_seed(0)
+    lp = torch.randn(4, 50, generator=g) - 2
+    adv = compute_advantages(RLArgs(group_size=2), torch.tensor([1.0, 0.0, 1.0, 1.0]))
+    assert adv[2] == adv[3] == 0 and adv[0] > 0 > adv[1]
+    adv = adv.unsqueeze(1).expand(4, 50).contiguous()
+    mask = torch.ones(4, 50)
+    for loss in ("ppo_clip", "clip_cov", "kl_cov"):
+        args = RLArgs(policy_loss=loss, clip_cov_ratio=0.05, kl_cov_ratio=0.05, clip_cov_lb=-10.0, clip_cov_ub=10.0)
+        _, st0 = policy_loss(args, lp, lp.clone(), adv, mask, generator=torch.Generator().manual_seed(1))
+        assert st0["abs_log_ratio"] == 0.0 and st0["clip_fraction"] == 0.0
+        old = lp + 0.5 * torch.randn(4, 50, generator=g)
+        _, st = policy_loss(args, lp, old, adv, mask, generator=torch.Generator().manual_seed(1))
+        assert st["abs_log_ratio"] > 0.1
+        if loss == "ppo_clip":
+            assert st["cov_selected_share"] == 0.0 and st["clip_fraction"] > 0
+        else:
+            assert st["cov_selected_share"] == pytest.approx(10 / 200)
+
+
+@pytest.mark.parametrize("loss", ["clip_cov", "kl_cov"])
+def test_cov_controls_act_with_minibatches(setup, tmp_path, loss):
+    """With several mini-batch updates per rollout batch the ratio moves, so Clip-Cov/KL-Cov select tokens
+    whose ratio is not 1; the per-step log names the clip fraction, |log ratio| and the selected share."""
+    from searchgym.envs.env import SearchEnv
+    from searchgym.train.rl import train_rl
+
+    world, retr, _ = setup
+    envs = [SearchEnv(dataset=world.split("train"), retriever=retr, max_turns=1, prompt_template=PROMPT,
+                      reward="f1 + 0.5*format", passage_chars=80) for _ in range(8)]
+    model, tok = load(setup)
+    args = _rl_args(total_steps=2, group_size=4, num_minibatches=4, checkpoint_every=0, learning_rate=3e-3,
+                    policy_loss=loss, clip_cov_ratio=0.05, kl_cov_ratio=0.05, clip_cov_lb=-10.0,
+                    clip_cov_ub=10.0, skip_zero_adv=False, ent_coef=0.05)  # moves even if all rewards tie
+    hist = train_rl(model, tok, envs, args, questions=_questions(2))
+    for key in ("losses/clip_fraction", "losses/abs_log_ratio", "losses/cov_selected_share"):
+        assert all(key in r for r in hist), key
+    assert max(r["losses/abs_log_ratio"] for r in hist) > 1e-4
+    assert max(r["losses/cov_selected_share"] for r in hist) > 0
+
+
+def test_entropy_bonus_keeps_the_zero_advantage_filter(setup):
+    """The entropy (and KL) regularised arms train on the same informative groups as GRPO: turning the
+    filter off for them would dilute the token-mean policy gradient (a smaller step)."""
+    from searchgym.train.rl import train_rl
+
+    model, tok = load(setup)
+    args = _rl_args(total_steps=1, checkpoint_every=0, ent_coef=0.05)
+    hist = train_rl(model, tok, make_envs(setup, 6), args, questions=_questions(2))
+    r = hist[0]
+    informative = round(6 * (1 - r["charts/zero_adv_groups"]))
+    assert r["charts/zero_adv_groups"] > 0  # a random tiny LM fails most questions: some group is uninformative
+    assert r["charts/episodes_trained"] == informative

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 
 def _tiny_cfg(out, **kw):
-    from searchgym.train.grpo import RLArgs
+    from searchgym.train.rl import RLArgs
     from searchgym.train.sft import SFTArgs
     from searchgym.train.squeeze import SqueezeConfig
     from searchgym.train.tiny_lm import TinyLMConfig

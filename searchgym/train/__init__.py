@@ -14,8 +14,8 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "RLArgs": ("searchgym.train.grpo", "RLArgs"),
-    "train_rl": ("searchgym.train.grpo", "train_rl"),
+    "RLArgs": ("searchgym.train.rl", "RLArgs"),
+    "train_rl": ("searchgym.train.rl", "train_rl"),
     "ppo_args": ("searchgym.train.ppo", "ppo_args"),
     "SFTArgs": ("searchgym.train.sft", "SFTArgs"),
     "train_sft": ("searchgym.train.sft", "train_sft"),

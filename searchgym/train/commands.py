@@ -166,7 +166,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         from searchgym.envs.env import SearchEnv
         from searchgym.errors import SearchGymError
         from searchgym.retrieval import CachedRetriever, build_retriever
-        from searchgym.train.grpo import RLArgs, train_rl
+        from searchgym.train.rl import RLArgs, train_rl
         from searchgym.train.tiny_lm import load_lm
 
         console = Console(stderr=True)

@@ -1,6 +1,6 @@
 """PPO-clip's extra parts: a scalar value head on the policy's last hidden state, and a preset of arguments.
 
-The training loop itself is the shared policy-gradient loop in :mod:`searchgym.train.grpo` (``algo="ppo"``):
+The training loop itself is the shared policy-gradient loop in :mod:`searchgym.train.rl` (``algo="ppo"``):
 advantages come from token-level GAE over the agent's tokens (observations are skipped, not time steps), the
 value head is trained with a clipped value loss, and the policy with the same clipped surrogate as GRPO.
 """
@@ -28,7 +28,7 @@ def values_from_hidden(head: Any, hidden: Any) -> Any:
 
 def ppo_args(**overrides: Any) -> Any:
     """RLArgs preset for PPO-clip with a value head (GAE with gamma = lambda = 1 on the outcome reward)."""
-    from searchgym.train.grpo import RLArgs
+    from searchgym.train.rl import RLArgs
 
     base = {"algo": "ppo", "group_size": 1, "update_epochs": 2, "num_minibatches": 2, "vf_coef": 0.5,
             "gamma": 1.0, "gae_lambda": 1.0}

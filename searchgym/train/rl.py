@@ -19,7 +19,6 @@ reproduces the uninterrupted one's metrics exactly.
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.train.runlog import append_metrics, sync_metrics
 
 ALGOS = ("grpo", "rloo", "ppo")
 POLICY_LOSSES = ("ppo_clip", "clip_cov", "kl_cov")
@@ -132,6 +132,44 @@ def _torch_gen(seed: int, step: int, salt: int, device: str = "cpu") -> Any:
     return torch.Generator(device=device).manual_seed(s)
 
 
+def compute_advantages(args: RLArgs, rewards: Any) -> Any:
+    """Per-episode advantages for GRPO (group-normalised) and RLOO (leave-one-out); ``None`` for PPO, whose
+    token-level GAE advantages need the value head. ``rewards`` is laid out group by group."""
+    from searchgym.train import losses as L
+
+    if args.algo == "grpo":
+        return L.grpo_advantages(rewards, args.group_size, norm_by_std=args.norm_adv_by_std)
+    if args.algo == "rloo":
+        return L.rloo_advantages(rewards, args.group_size)
+    return None
+
+
+def policy_loss(args: RLArgs, logp: Any, old_logp: Any, adv: Any, mask: Any, *,
+                generator: Any = None) -> tuple[Any, dict[str, float]]:
+    """The token-mean policy loss ``args.policy_loss`` selects, with stats under common names:
+    ``clip_fraction`` (tokens whose PPO ratio was clipped), ``abs_log_ratio`` (mean |log pi/pi_old|: 0 on the
+    first on-policy update, so a control that acts through the ratio needs several mini-batches) and
+    ``cov_selected_share`` (share of tokens Clip-Cov detached or KL-Cov penalised; 0 for plain PPO-clip)."""
+    from searchgym.train import losses as L
+
+    if args.policy_loss == "clip_cov":
+        pg, st = L.clip_cov_loss(logp, old_logp, adv, mask, clip_cov_ratio=args.clip_cov_ratio,
+                                 clip_cov_lb=args.clip_cov_lb, clip_cov_ub=args.clip_cov_ub,
+                                 clip_low=args.clip_low, clip_high=args.clip_high, generator=generator)
+        share = st["clipfrac_cov"]
+    elif args.policy_loss == "kl_cov":
+        pg, st = L.kl_cov_loss(logp, old_logp, adv, mask, kl_cov_ratio=args.kl_cov_ratio,
+                               kl_coef=args.kl_cov_coef)
+        share = st["kl_cov_frac"]
+    else:
+        pg, st = L.ppo_clip_loss(logp, old_logp, adv, mask, clip_low=args.clip_low, clip_high=args.clip_high)
+        share = 0.0
+    st["clip_fraction"] = float(st.get("clipfrac", 0.0))
+    st["abs_log_ratio"] = L.masked_mean((logp - old_logp).detach().abs(), mask).item()
+    st["cov_selected_share"] = float(share)
+    return pg, st
+
+
 def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, out_dir: str | Path | None = None,
              resume: bool = False, questions: Callable[[int], list[tuple[int | None, dict | None]]] | None = None,
              on_rollouts: Callable[[int, list[Any], dict[str, float]], dict[str, float] | None] | None = None,
@@ -147,7 +185,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     import torch
 
     from searchgym.train import losses as L
-    from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
+    from searchgym.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
     from searchgym.train.ppo import make_value_head, values_from_hidden
     from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
 
@@ -199,10 +237,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             value_head.load_state_dict(c["extra"]["value_head"])
         set_rng_state(c["rng"])
         start, history = int(c["state"]["step"]), list(c["state"]["history"])
-        if out is not None:  # drop metric lines written after the checkpoint by the interrupted run
-            atomic_write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in history))
-    elif out is not None and not resume:
-        (out / "metrics.jsonl").unlink(missing_ok=True)
+    sync_metrics(out, history, resumed=start > 0)
 
     def default_questions(step: int) -> list[tuple[int | None, dict | None]]:
         return [(s, None) for s in step_seeds(args.seed, step, P)]
@@ -230,12 +265,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         # ---------------------------------------------------------------- 2. advantages
         t1 = time.time()
         rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
-        if args.algo == "grpo":
-            seq_adv = L.grpo_advantages(rewards, G, norm_by_std=args.norm_adv_by_std)
-        elif args.algo == "rloo":
-            seq_adv = L.rloo_advantages(rewards, G)
-        else:
-            seq_adv = None
+        seq_adv = compute_advantages(args, rewards)
         tok_adv: list[Any] = []
         tok_ret: list[Any] = []
         old_vals: list[Any] = []
@@ -272,8 +302,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         model.train()
         stats_acc: dict[str, list[float]] = {}
         pool = np.arange(len(episodes))
-        if (seq_adv is not None and args.skip_zero_adv and args.ent_coef == 0 and ref is None):
-            pool = pool[(seq_adv != 0).numpy()]
+        if seq_adv is not None and args.skip_zero_adv:  # the same filter whatever the regulariser, so
+            pool = pool[(seq_adv != 0).numpy()]           # every arm's policy-gradient step has one size
         perm_rng = np.random.default_rng([args.seed, step, 3])
         cov_gen = _torch_gen(args.seed, step, 2, "cpu")
         for _epoch in range(args.update_epochs if len(pool) else 0):
@@ -291,18 +321,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
                     adv = _gather(tok_adv, micro, chunk, mask.shape[1], dev) * mask
                     lp, ent, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=True,
                                                   output_hidden=args.algo == "ppo")
-                    old = b["old_logp"]
-                    if args.policy_loss == "clip_cov":
-                        pg, st = L.clip_cov_loss(lp, old, adv, mask, clip_cov_ratio=args.clip_cov_ratio,
-                                                 clip_cov_lb=args.clip_cov_lb, clip_cov_ub=args.clip_cov_ub,
-                                                 clip_low=args.clip_low, clip_high=args.clip_high,
-                                                 generator=cov_gen)
-                    elif args.policy_loss == "kl_cov":
-                        pg, st = L.kl_cov_loss(lp, old, adv, mask, kl_cov_ratio=args.kl_cov_ratio,
-                                               kl_coef=args.kl_cov_coef)
-                    else:
-                        pg, st = L.ppo_clip_loss(lp, old, adv, mask, clip_low=args.clip_low,
-                                                 clip_high=args.clip_high)
+                    pg, st = policy_loss(args, lp, b["old_logp"], adv, mask, generator=cov_gen)
                     ent_mean = L.masked_mean(ent, mask)
                     loss = pg - args.ent_coef * ent_mean
                     st["policy"] = pg.item()
@@ -354,9 +373,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             if extra:
                 row.update(extra)
         history.append(row)
-        if out is not None:
-            with open(out / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(row) + "\n")
+        append_metrics(out, row)
         if log is not None and (step + 1) % max(1, args.log_every) == 0:
             log(row)
         if ckpt is not None and ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)

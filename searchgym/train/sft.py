@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.train.runlog import append_metrics, sync_metrics
 
 
 @dataclass
@@ -88,6 +89,9 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
         sched.load_state_dict(c["extra"]["scheduler"])
         set_rng_state(c["rng"])
         start, history = int(c["state"]["step"]), list(c["state"]["history"])
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+    sync_metrics(out_dir, history, resumed=start > 0)  # a resume drops rows written after the checkpoint
 
     # Data order: a fixed permutation per epoch, derived from the seed (so resume needs no RNG state).
     n = len(episodes)
@@ -134,9 +138,7 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
         history.append(row)
         if log is not None:
             log(row)
-        if out_dir is not None:
-            with open(Path(out_dir) / "metrics.jsonl", "a") as f:
-                f.write(json.dumps(row) + "\n")
+        append_metrics(out_dir, row)
         if ckpt is not None and ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)
                                  or step + 1 == total):
             save_checkpoint(ckpt, model=model, tokenizer=tokenizer, optimizer=opt,

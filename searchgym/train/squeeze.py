@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
-from searchgym.train.grpo import RLArgs
+from searchgym.train.rl import RLArgs
 from searchgym.train.sft import SFTArgs
 from searchgym.train.tiny_lm import TinyLMConfig
 
@@ -314,7 +314,7 @@ def _tracker_extra(metrics: dict[str, float]) -> dict[str, float]:
 
 def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path) -> list[dict]:
     from searchgym.diversity import DiversityTracker
-    from searchgym.train.grpo import step_seeds, train_rl
+    from searchgym.train.rl import step_seeds, train_rl
     from searchgym.train.tiny_lm import load_lm
 
     c = ctx.cfg
@@ -356,7 +356,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     import torch
 
     from searchgym.diversity import DiversityTracker
-    from searchgym.train.grpo import _torch_gen, step_seeds
+    from searchgym.train.rl import _torch_gen, step_seeds
     from searchgym.train.rollout import LMPolicy, run_episodes
     from searchgym.train.sft import train_sft
     from searchgym.train.tiny_lm import load_lm
