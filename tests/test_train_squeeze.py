@@ -116,7 +116,7 @@ def test_squeeze_quick_cli(tmp_path):
 
 def test_readme_headline_is_replaced_between_markers(tmp_path):
     from searchgym.errors import ConfigError
-    from searchgym.train.squeeze import README_BEGIN, README_END, write_readme_headline
+    from searchgym.train.commands import README_BEGIN, README_END, write_readme_headline
 
     readme = tmp_path / "README.md"
     readme.write_text("# title\n\n<!-- HEADLINE -->\n\n## Quick start\n")

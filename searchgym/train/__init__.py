@@ -29,7 +29,7 @@ _LAZY = {
     "load_lm": ("searchgym.train.tiny_lm", "load_lm"),
     "save_checkpoint": ("searchgym.train.checkpoint", "save_checkpoint"),
     "load_checkpoint": ("searchgym.train.checkpoint", "load_checkpoint"),
-    "SqueezeConfig": ("searchgym.train.squeeze", "SqueezeConfig"),
+    "SqueezeConfig": ("searchgym.train.squeeze_config", "SqueezeConfig"),
     "run_squeeze": ("searchgym.train.squeeze", "run"),
     "headline": ("searchgym.train.squeeze", "headline"),
 }

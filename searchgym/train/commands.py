@@ -1,4 +1,6 @@
-"""CLI: ``searchgym squeeze`` (the RL-vs-SFT experiment), ``searchgym sft`` and ``searchgym rl`` (single runs)."""
+"""CLI: ``searchgym squeeze`` (the RL-vs-SFT experiment), ``searchgym sft`` and ``searchgym rl`` (single runs).
+
+Writing the headline into a README (``squeeze --readme``) is the CLI's business, not the experiment library's."""
 
 from __future__ import annotations
 
@@ -200,7 +202,6 @@ def _update_readme(readme: str | None, text: str, console: Any) -> None:
     if not readme:
         return
     from searchgym.errors import SearchGymError
-    from searchgym.train.squeeze import write_readme_headline
 
     try:
         write_readme_headline(readme, text)
@@ -208,6 +209,34 @@ def _update_readme(readme: str | None, text: str, console: Any) -> None:
         console.print(f"[red]{type(e).__name__}: {e}[/red]")
         raise typer.Exit(2) from e
     console.print(f"headline written into {readme}")
+
+
+README_BEGIN = "<!-- HEADLINE: written by `searchgym squeeze --readme README.md`; do not edit by hand -->"
+README_END = "<!-- /HEADLINE -->"
+
+
+def write_readme_headline(readme: str | Path, markdown: str) -> None:
+    """Put ``markdown`` between the headline markers of ``readme`` (atomically), replacing what was there.
+
+    The README carries the markers once; a bare legacy ``<!-- HEADLINE -->`` line is accepted as the place."""
+    from searchgym.errors import ConfigError
+    from searchgym.train.checkpoint import atomic_write_text
+
+    path = Path(readme)
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist; pass the README to update with --readme")
+    text = path.read_text(encoding="utf-8")
+    block = f"{README_BEGIN}\n{markdown.rstrip()}\n{README_END}"
+    if README_BEGIN in text and README_END in text:
+        head, rest = text.split(README_BEGIN, 1)
+        _, tail = rest.split(README_END, 1)
+        new = head + block + tail
+    elif "<!-- HEADLINE -->" in text:
+        new = text.replace("<!-- HEADLINE -->", block, 1)
+    else:
+        raise ConfigError(f"{path} has no headline markers; add a line `{README_BEGIN}` followed by a line "
+                          f"`{README_END}` where the headline goes")
+    atomic_write_text(path, new)
 
 
 def _model_prompt(model: str) -> str:

@@ -96,7 +96,7 @@ def _div(split_eval: dict, *path: str) -> Any:
 
 def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
                   wall_s: float, stages: dict) -> dict[str, Any]:
-    from searchgym.train.squeeze import ARM_LABELS
+    from searchgym.train.squeeze_config import ARM_LABELS
 
     def ev_block(evs: list[dict]) -> dict[str, Any]:
         k = evs[0]["k"]

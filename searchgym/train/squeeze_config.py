@@ -1,0 +1,115 @@
+"""The squeeze experiment's configuration: :class:`SqueezeConfig` (every knob, the ``--quick`` preset) and the
+arm definitions (:data:`ARM_LABELS`, :meth:`SqueezeConfig.arm_args`). No torch import."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from searchgym.errors import ConfigError
+from searchgym.train.rl import RLArgs
+from searchgym.train.sft import SFTArgs
+from searchgym.train.tiny_lm import TinyLMConfig
+
+SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type")
+TINY_PROMPT = "Question: {question}\n"
+ARM_LABELS = {
+    "sft": "SFT (continued, diverse demos)",
+    "grpo": "GRPO",
+    "grpo_klcov": "GRPO + KL-Cov",
+    "grpo_clipcov": "GRPO + Clip-Cov",
+    "grpo_ent": "GRPO + entropy bonus",
+    "rloo": "RLOO",
+    "ppo": "PPO-clip",
+}
+
+
+@dataclass
+class SqueezeConfig:
+    out: str = "runs/squeeze"             # output directory
+    quick: bool = False                   # the <= 3 minute version
+    seeds: int = 2                        # seeds per arm
+    arms: tuple[str, ...] = ("sft", "grpo", "grpo_klcov", "grpo_clipcov", "grpo_ent")
+    model: str | None = None              # HF model name/path; None = train a tiny LM on the world
+    device: str = "cpu"                   # cpu | cuda
+    threads: int | None = None            # torch intra-op threads (None: 1 for the tiny LM on CPU, where more
+    #                                       threads gain little and lose a lot on a busy machine; else torch's)
+    world_seed: int = 0                   # seed of the procedural world
+    n_entities: int = 400                 # world size
+    max_turns: int = 2                    # searches per episode
+    top_k: int = 3                        # passages per search
+    passage_chars: int = 90               # observation budget per passage (characters)
+    demo_passes: int = 4                  # diverse-agent passes over the train questions (different strategies)
+    demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
+    tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
+                                                                    num_layers=3, num_heads=4,
+                                                                    intermediate_size=384))
+    sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=500, batch_size=16,
+                                                         micro_batch_size=16, warmup_steps=20,
+                                                         context_loss_weight=0.5))
+    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=40, prompts_per_step=8, group_size=8,
+                                                      learning_rate=2e-4, max_new_tokens=20,
+                                                      micro_batch_size=32, checkpoint_every=10,
+                                                      max_context=1024))
+    sft_arm_steps_per_step: int = 1       # continued-SFT optimizer steps per tracked step (batch 32 episodes)
+    kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
+    clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
+    ent_coef: float = 0.01                # entropy-bonus arm coefficient
+    eval_questions: int = 64              # train-split questions: the RL/tracking question pool, evaluated per model
+    eval_shift_questions: int = 32        # questions per shift split
+    eval_samples: int = 8                 # samples per question (pass@k up to this k)
+    eval_temperature: float = 1.0         # sampling temperature for evaluation
+    resume: bool = False                  # skip finished stages, continue interrupted arms
+
+    @classmethod
+    def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
+        if quick:
+            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), n_entities=300, demo_passes=4,
+                       passage_chars=90,
+                       tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
+                                         intermediate_size=288, max_positions=768),
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=16,
+                                   warmup_steps=10, context_loss_weight=0.5),
+                       rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
+                                 max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
+                       eval_questions=32, eval_shift_questions=12, eval_samples=4)
+        else:
+            base = cls()
+        for k, v in overrides.items():
+            if v is None:
+                continue
+            if not hasattr(base, k):
+                raise ConfigError(f"unknown squeeze option {k!r}")
+            setattr(base, k, v)
+        return base
+
+    def validate(self) -> None:
+        bad = [a for a in self.arms if a not in ARM_LABELS]
+        if bad:
+            raise ConfigError(f"unknown arm(s) {bad}; choose from {sorted(ARM_LABELS)}")
+        if self.seeds < 1:
+            raise ConfigError("seeds must be >= 1")
+        if self.eval_samples < 1:
+            raise ConfigError("eval_samples must be >= 1")
+        self.rl.validate()
+        self.sft.validate()
+
+    def arm_args(self, arm: str, seed: int) -> RLArgs:
+        base = replace(self.rl, seed=seed, device=self.device)
+        if arm == "grpo":
+            return base
+        if arm == "grpo_klcov":
+            return replace(base, policy_loss="kl_cov", kl_cov_ratio=self.kl_cov_ratio, kl_cov_coef=1.0)
+        if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])
+            return replace(base, policy_loss="clip_cov", clip_cov_ratio=self.clip_cov_ratio, clip_low=1.0,
+                           clip_high=1.0)
+        if arm == "grpo_ent":
+            return replace(base, ent_coef=self.ent_coef)
+        if arm == "rloo":
+            return replace(base, algo="rloo")
+        if arm == "ppo":
+            return replace(base, algo="ppo", group_size=1,
+                           prompts_per_step=base.prompts_per_step * base.group_size, update_epochs=2,
+                           num_minibatches=2)
+        raise ConfigError(f"arm {arm!r} is not an RL arm")
+

@@ -1,0 +1,329 @@
+"""The squeeze experiment's stages: the shared :class:`Context` (world, retriever, envs), demonstrations,
+the SFT warm start, the arms (RL and continued SFT) and the evaluation of a model on the train pool and the
+shift splits. :mod:`searchgym.train.squeeze` runs them in order."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.train.squeeze_config import SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _write_json(path: Path, obj: Any) -> None:
+    from searchgym.train.checkpoint import atomic_write_text
+
+    atomic_write_text(path, json.dumps(obj, indent=1, default=_json_default))
+
+
+def _json_default(x: Any) -> Any:
+    if isinstance(x, (np.floating, np.integer)):
+        return x.item()
+    if isinstance(x, Path):
+        return str(x)
+    return str(x)
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line:
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a line cut by a kill
+    return out
+
+
+class Context:
+    """What every stage shares: the world, retriever, env factory and config."""
+
+    def __init__(self, cfg: SqueezeConfig, log: Callable[[str], None]):
+        from searchgym.data import World
+        from searchgym.retrieval import CachedRetriever, build_retriever
+
+        self.cfg = cfg
+        self.log = log
+        self.out = Path(cfg.out)
+        self.world = World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities)
+        self.retriever = CachedRetriever(build_retriever(self.world.passages, kind="bm25"))
+        self.prompt = TINY_PROMPT if cfg.model is None else "search_r1"
+
+    def write_meta(self, model_dir: Path) -> None:
+        """Save the prompt and env settings next to a model, for ``searchgym rollout --agent MODEL_DIR``."""
+        from searchgym.train.model_meta import write_prompt_meta
+
+        c = self.cfg
+        write_prompt_meta(model_dir, self.prompt, max_turns=c.max_turns, top_k=c.top_k,
+                          passage_chars=c.passage_chars)
+
+    def envs(self, n: int, split: str = "train") -> list[Any]:
+        from searchgym.envs.env import SearchEnv
+
+        c = self.cfg
+        return [SearchEnv(dataset=self.world.split(split), retriever=self.retriever, split=split,
+                          top_k=c.top_k, max_turns=c.max_turns, prompt_template=self.prompt,
+                          passage_chars=c.passage_chars) for _ in range(n)]
+
+
+# ------------------------------------------------------------------------------------------------ stages
+def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[list[Any], dict[str, float]]:
+    """Diverse-agent demonstrations on every train question, ``passes`` times with different seeds."""
+    from searchgym.agents.heuristics import DiverseAgent
+    from searchgym.agents.reader import Reader
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+
+    train = ctx.world.split("train")
+    envs = ctx.envs(len(train))
+    episodes = []
+    reader = Reader(ctx.world)
+    for p in range(passes):
+        agent = DiverseAgent(seed=seed * 1000 + p, think=False, reader=reader, max_searches=ctx.cfg.max_turns)
+        eps = run_episodes(AgentPolicy(agent, tokenizer), envs, [None] * len(envs),
+                           options=[{"index": i} for i in range(len(envs))], agent_name="diverse")
+        episodes.extend(eps)
+    stats = {"demos": len(episodes), "demo_em": float(np.mean([e.em for e in episodes]))}
+    if ctx.cfg.demo_success_only:
+        good = [e for e in episodes if e.em > 0]
+        if len(good) >= 32:
+            episodes = good
+    stats["demos_kept"] = len(episodes)
+    return episodes, stats
+
+
+def warm_start(ctx: Context, model: Any, tok: Any, sft_dir: Path) -> dict[str, Any]:
+    """Record the diverse agent's demonstrations and SFT ``model`` on them (resumable); the result goes to
+    ``sft_dir/model`` (atomically). Returns the stage's record for ``stages.json``."""
+    import os
+    import shutil
+
+    from searchgym.train.sft import train_sft
+    from searchgym.trajectory import write_trajectories
+
+    cfg, log = ctx.cfg, ctx.log
+    t0 = time.time()
+    demos, dstats = make_demos(ctx, tok, cfg.demo_passes, seed=0)
+    log(f"      {dstats['demos']} demos, EM {dstats['demo_em']:.3f}, kept {dstats['demos_kept']} "
+        f"({time.time() - t0:.1f}s)")
+    sft_dir.mkdir(parents=True, exist_ok=True)
+    write_trajectories(sft_dir / "demos.jsonl", [e.trajectory for e in demos])
+    t0 = time.time()
+    last = {"t": time.time()}
+
+    def sft_log(row: dict[str, float]) -> None:
+        if row["step"] % 20 == 0 or time.time() - last["t"] > 10:
+            last["t"] = time.time()
+            log(f"      sft step {int(row['step'])}  loss {row['losses/sft']:.3f}")
+
+    hist = train_sft(model, tok, demos, replace(cfg.sft, seed=0, device=cfg.device), out_dir=sft_dir,
+                     resume=cfg.resume, log=sft_log)
+    tmp = sft_dir / ".model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    ctx.write_meta(tmp)
+    shutil.rmtree(sft_dir / "model", ignore_errors=True)
+    os.replace(tmp, sft_dir / "model")
+    log(f"      SFT {len(hist)} steps, loss {hist[0]['losses/sft']:.3f} -> {hist[-1]['losses/sft']:.3f} "
+        f"({time.time() - t0:.1f}s)")
+    return {**dstats, "steps": len(hist), "final_loss": hist[-1]["losses/sft"], "time_s": time.time() - t0}
+
+
+def question_pool(ctx: Context, split: str, n: int) -> list[int]:
+    """A fixed subset of a split's question indices (the train pool is what the arms train and are evaluated
+    on; the shift pools are only evaluated)."""
+    exs = ctx.world.split(split)
+    perm = np.random.default_rng([ctx.cfg.world_seed, 99, len(split)]).permutation(len(exs))
+    return [int(i) for i in perm[:min(n, len(exs))]]
+
+
+def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
+             out_dir: Path | None = None) -> dict[str, Any]:
+    """Sample ``eval_samples`` episodes per question on the train split (a fixed subset) and each shift split;
+    returns success, pass@k, success per family, template entropy (slot/string), token entropy."""
+    import torch
+
+    from searchgym.diversity import Templater, mean_pass_at_k
+    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory
+    from searchgym.train.rollout import LMPolicy, run_episodes
+    from searchgym.trajectory import write_trajectories
+
+    c = ctx.cfg
+    k = c.eval_samples
+    res: dict[str, Any] = {"name": name, "k": k}
+    templater = Templater(ctx.world.titles)
+    all_trajs = []
+    for split in ("train", *SHIFT_SPLITS):
+        exs = ctx.world.split(split)
+        nq = min(len(exs), c.eval_questions if split == "train" else c.eval_shift_questions)
+        idx = question_pool(ctx, split, nq)
+        envs = ctx.envs(nq * k, split)
+        gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + len(split))
+        pol = LMPolicy(model, tokenizer, temperature=c.eval_temperature, max_new_tokens=c.rl.max_new_tokens,
+                       device=c.device, generator=gen)
+        eps = run_episodes(pol, envs, [None] * len(envs), options=[{"index": idx[i // k]} for i in range(len(envs))],
+                           groups=[i // k for i in range(len(envs))], max_context=c.rl.max_context,
+                           max_new_tokens=c.rl.max_new_tokens, agent_name=name)
+        per_q: dict[int, list[float]] = defaultdict(list)
+        fam: dict[str, list[float]] = defaultdict(list)
+        for e in eps:
+            per_q[e.group].append(e.em)
+            fam[str(e.info.get("family") or e.trajectory.family)].append(e.em)
+        pairs = [(len(v), int(sum(v))) for v in per_q.values()]
+        # the one analysis core (the tracker's and `searchgym analyze`'s), over this split's samples
+        st = analyze_episodes([episode_from_trajectory(e.trajectory) for e in eps], templater=templater,
+                              levels=("string", "slot"), group_by_step=False, n_boot=0, with_series=False,
+                              token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm],
+                              rewards=[e.reward for e in eps])
+        slot, string = st.levels.get("slot"), st.levels.get("string")
+        res[split] = {
+            "success": float(np.mean([e.em for e in eps])),
+            "f1": float(np.mean([e.f1 for e in eps])),
+            "pass_at_k": {str(j): mean_pass_at_k(pairs, j) for j in range(1, k + 1)},
+            "per_family": {f: float(np.mean(v)) for f, v in sorted(fam.items())},
+            "slot_entropy": slot.entropy if slot else None,
+            "slot_effective_number": slot.effective_number if slot else None,
+            "string_entropy": string.entropy if string else None,
+            "slot_top1_mass": slot.top1_mass if slot else None,
+            "queries_per_episode": st.process.queries_per_episode,
+            "token_entropy": st.policy.get("token_entropy_mean"),
+            "diversity": st.compact(),
+            "answered": float(np.mean([e.trajectory.prediction is not None for e in eps])),
+            "episodes": len(eps),
+        }
+        for t in (e.trajectory for e in eps):
+            t.split = split
+            all_trajs.append(t)
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_trajectories(out_dir / "eval_trajectories.jsonl", all_trajs)
+        _write_json(out_dir / "eval.json", res)
+    return res
+
+
+def _n(x: Any, nd: int = 3) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{nd}f}"
+
+
+def _tracker_extra(metrics: dict[str, float]) -> dict[str, float]:
+    keep = ("diversity/slot/entropy", "diversity/slot/effective_number", "diversity/string/entropy",
+            "diversity/slot/top1_mass", "diversity/moves/entropy", "diversity/process/queries_per_episode",
+            "diversity/grounded_share", "diversity/question_copy_rate", "diversity/well_formed/slot/entropy",
+            "diversity/slot/mi_question",
+            "alarm/collapse")
+    return {k: float(metrics[k]) for k in keep if k in metrics and metrics[k] is not None
+            and not (isinstance(metrics[k], float) and math.isnan(metrics[k]))}
+
+
+def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path) -> list[dict]:
+    from searchgym.diversity import DiversityTracker
+    from searchgym.train.rl import step_seeds, train_rl
+    from searchgym.train.tiny_lm import load_lm
+
+    c = ctx.cfg
+    args = ctx.cfg.arm_args(arm, seed)
+    model, tok = load_lm(start_dir, device=c.device)
+    n = args.prompts_per_step * args.group_size
+    envs = ctx.envs(n)
+    pool = question_pool(ctx, "train", c.eval_questions)
+    tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
+                               tensorboard=False)
+
+    def questions(step: int) -> list[tuple[int | None, dict | None]]:
+        # same questions for every arm at a given (seed, step): arms differ only in the update
+        return [(None, {"index": pool[s % len(pool)]}) for s in step_seeds(seed, step, args.prompts_per_step)]
+
+    def on_rollouts(step: int, episodes: list[Any], row: dict[str, float]) -> dict[str, float]:
+        ents = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
+        m = tracker.update(step, [e.trajectory for e in episodes], token_entropies=ents,
+                           rewards=[e.reward for e in episodes])
+        return _tracker_extra(m)
+
+    def log(row: dict[str, float]) -> None:
+        ctx.log(f"  [{arm} s{seed}] step {int(row['step']):3d}  reward {row['charts/reward']:.3f}  "
+                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}"
+                f"  ({row['charts/time_rollout'] + row['charts/time_update']:.1f}s)")
+
+    hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
+                    on_rollouts=on_rollouts, log=log)
+    tracker.close()
+    model.save_pretrained(out_dir / "final_model")
+    tok.save_pretrained(out_dir / "final_model")
+    ctx.write_meta(out_dir / "final_model")
+    return hist
+
+
+def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list[dict]:
+    """Continued SFT on fresh diverse demonstrations; every ``sft_arm_steps_per_step`` optimizer steps the
+    current policy is sampled on the same questions the RL arms see, and those rollouts feed the tracker."""
+    import torch
+
+    from searchgym.diversity import DiversityTracker
+    from searchgym.train.rl import _torch_gen, step_seeds
+    from searchgym.train.rollout import LMPolicy, run_episodes
+    from searchgym.train.sft import train_sft
+    from searchgym.train.tiny_lm import load_lm
+
+    c = ctx.cfg
+    rl = c.rl
+    model, tok = load_lm(start_dir, device=c.device)
+    demos, _ = make_demos(ctx, tok, max(1, c.demo_passes), seed=1000 + seed)
+    n = rl.prompts_per_step * rl.group_size
+    envs = ctx.envs(n)
+    pool = question_pool(ctx, "train", c.eval_questions)
+    tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
+                               tensorboard=False)
+    k = max(1, c.sft_arm_steps_per_step)
+    G = rl.group_size
+
+    def track(opt_step: int) -> dict[str, float]:
+        step = opt_step // k  # tracked step number, aligned with the RL arms' steps
+        qs = [(None, {"index": pool[s % len(pool)]}) for s in step_seeds(seed, step - 1, rl.prompts_per_step)]
+        t0 = time.time()
+        pol = LMPolicy(model, tok, temperature=rl.temperature, max_new_tokens=rl.max_new_tokens, device=c.device,
+                       generator=_torch_gen(seed, step - 1, 1, c.device))
+        with torch.no_grad():
+            eps = run_episodes(pol, envs, [None] * n, options=[qs[i // G][1] for i in range(n)],
+                               groups=[i // G for i in range(n)], max_context=rl.max_context,
+                               max_new_tokens=rl.max_new_tokens, agent_name="sft", policy_step=step)
+        model.train()
+        ents = [x for e in eps for x, m in zip(e.entropies, e.mask) if m]
+        m = tracker.update(step, [e.trajectory for e in eps], token_entropies=ents)
+        row = {"charts/reward": float(np.mean([e.reward for e in eps])),
+               "charts/em": float(np.mean([e.em for e in eps])),
+               "charts/token_entropy": float(np.mean(ents)) if ents else 0.0,
+               "charts/time_rollout": time.time() - t0, "charts/tracked_step": float(step)}
+        row.update(_tracker_extra(m))
+        ctx.log(f"  [sft s{seed}] step {step:3d}  reward {row['charts/reward']:.3f}  "
+                f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}")
+        return row
+
+    args = replace(c.sft, seed=seed, max_steps=rl.total_steps * k, log_every=k, checkpoint_every=max(k, 10),
+                   device=c.device, learning_rate=c.sft.learning_rate * 0.5, warmup_steps=1,
+                   context_loss_weight=0.0)
+    hist = train_sft(model, tok, demos, args, out_dir=out_dir, resume=c.resume, eval_fn=track)
+    tracker.close()
+    model.save_pretrained(out_dir / "final_model")
+    tok.save_pretrained(out_dir / "final_model")
+    ctx.write_meta(out_dir / "final_model")
+    # rows in the RL arms' shape: one per tracked step
+    rows = []
+    for r in hist:
+        if "charts/tracked_step" in r:
+            rr = dict(r)
+            rr["step"] = int(r["charts/tracked_step"])
+            rows.append(rr)
+    return rows
+
