@@ -55,6 +55,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
         assert b["train_success"]["mean"] is not None
         assert set(b["shift"]) == set(sq.SHIFT_SPLITS)
         assert [len(ser["step"]) for ser in b["series"]] == [2]
+        assert "acted" in b["controls"]
     md = (out / "report.md").read_text()
     assert "template entropy" in md and "![" in md and "SFT start" in md
     assert "data:image/png;base64" in (out / "report.html").read_text()
@@ -133,3 +134,58 @@ def test_readme_headline_is_replaced_between_markers(tmp_path):
     assert bare.read_text() == "# no markers here\n"
     with pytest.raises(ConfigError, match="does not exist"):
         write_readme_headline(tmp_path / "missing.md", "x")
+
+
+def test_arm_definitions_match_the_issue(tmp_path):
+    """Every RL arm takes the same mini-batch updates per rollout batch (so the ratio moves), the KL arm has a
+    reference, the entropy arm keeps GRPO's zero-advantage filter, and continued SFT keeps the warm start's
+    recipe for as many optimizer steps as an RL arm takes."""
+    from searchgym.errors import ConfigError
+    from searchgym.train.squeeze_config import SqueezeConfig
+
+    cfg = SqueezeConfig.preset(False, out=str(tmp_path))
+    cfg.validate()
+    assert "grpo_kl" in cfg.arms
+    for arm in ("grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent"):
+        a = cfg.arm_args(arm, 1)
+        assert a.num_minibatches * a.update_epochs >= 4 and a.skip_zero_adv, arm
+    assert cfg.arm_args("grpo_kl", 1).kl_coef > 0 and cfg.arm_args("grpo", 1).kl_coef == 0
+    assert cfg.sft_steps_per_step() == cfg.arm_args("grpo", 1).num_minibatches
+    for bad, flag in (({"minibatches": 0}, "--minibatches"), ({"minibatches": 3}, "--minibatches")):
+        with pytest.raises(ConfigError, match=flag):
+            SqueezeConfig.preset(True, out=str(tmp_path), **bad).validate()
+
+
+def test_controls_acted_rule(tmp_path):
+    from searchgym.train.report import arm_controls
+    from searchgym.train.squeeze_config import SqueezeConfig
+
+    cfg = SqueezeConfig.preset(False, out=str(tmp_path))
+
+    def write(arm, rows):
+        d = tmp_path / arm / "seed1"
+        d.mkdir(parents=True)
+        (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return tmp_path / arm
+
+    # one on-policy update per batch: tokens are "selected" but the ratio is 1, so nothing acted
+    still = write("grpo_klcov", [{"step": 1, "losses/cov_selected_share": 0.002, "losses/abs_log_ratio": 1e-6}])
+    assert arm_controls(cfg, "grpo_klcov", still)["acted"] is False
+    moved = write("grpo_clipcov", [{"step": 1, "losses/cov_selected_share": 0.001, "losses/abs_log_ratio": 0.0},
+                                   {"step": 2, "losses/cov_selected_share": 0.001, "losses/abs_log_ratio": 0.01}])
+    c = arm_controls(cfg, "grpo_clipcov", moved)
+    assert c["acted"] is True and c["control"] == "clip_cov" and c["abs_log_ratio"] == pytest.approx(0.005)
+    assert arm_controls(cfg, "grpo_kl", write("grpo_kl", [{"step": 1, "losses/kl_ref": 0.0}]))["acted"] is False
+    assert arm_controls(cfg, "grpo_ent", write("grpo_ent", [{"step": 1}]))["acted"] is True
+    assert arm_controls(cfg, "grpo", write("grpo", [{"step": 1}]))["acted"] is None
+
+
+def test_cli_impossible_minibatches_fails_fast_naming_the_flag(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+
+    out = tmp_path / "never"
+    r = CliRunner().invoke(app, ["squeeze", "--quick", "--minibatches", "0", "--out", str(out)])
+    assert r.exit_code == 2 and "--minibatches" in r.output
+    assert not out.exists()

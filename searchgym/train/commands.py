@@ -34,9 +34,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                         "the world)."),
         device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
         resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
-        arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_klcov,grpo_clipcov,"
-                                                      "grpo_ent,rloo,ppo"),
+        arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_kl,grpo_klcov,"
+                                                      "grpo_clipcov,grpo_ent,rloo,ppo"),
         steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
+        minibatches: int = typer.Option(None, "--minibatches", help="Optimizer steps (mini-batches) per rollout "
+                                                                    "batch in every RL arm (default 4; 1 = the "
+                                                                    "ratio never moves, Clip-/KL-Cov cannot act)."),
         threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
         headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
                                                                 "OUT/summary.json."),
@@ -64,7 +67,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             return
         try:
             cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
-                                          resume=resume, arms=_arms(arms), threads=threads)
+                                          resume=resume, arms=_arms(arms), threads=threads,
+                                          minibatches=minibatches)
             if steps:
                 cfg.rl = replace(cfg.rl, total_steps=int(steps))
             if model is not None:  # a real LM: its own learning rates and context

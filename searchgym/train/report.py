@@ -94,6 +94,43 @@ def _div(split_eval: dict, *path: str) -> Any:
     return cur
 
 
+def _col_mean(rows: list[dict], key: str) -> float | None:
+    vals = [float(r[key]) for r in rows if r.get(key) is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
+    """Whether an arm's control acted, from its training metrics over all seeds (``acted`` is None for an arm
+    without one). Clip-Cov/KL-Cov act when they selected tokens (share > 0) while the ratio moved (mean
+    |log ratio| > 1e-4: with one on-policy update per batch the ratio is exactly 1); the KL arm when its
+    coefficient and the measured KL to the reference are > 0; the entropy arm when its bonus coefficient is > 0."""
+    if arm == "sft":
+        return {"control": None, "acted": None}
+    rows = [r for sd in sorted(arm_dir.glob("seed*")) for r in _read_rows(sd / "metrics.jsonl")]
+    a = cfg.arm_args(arm, 1)
+    share = _col_mean(rows, "losses/cov_selected_share")
+    ratio = _col_mean(rows, "losses/abs_log_ratio")
+    kl = _col_mean(rows, "losses/kl_ref")
+    out: dict[str, Any] = {
+        "minibatches": a.num_minibatches * a.update_epochs, "clip_fraction": _col_mean(rows, "losses/clip_fraction"),
+        "abs_log_ratio": ratio, "cov_selected_share": share, "kl_coef": a.kl_coef, "kl_ref": kl,
+        "ent_coef": a.ent_coef, "steps_logged": len(rows),
+    }
+    if a.policy_loss in ("clip_cov", "kl_cov"):
+        out["control"] = a.policy_loss
+        out["acted"] = bool((share or 0) > 0 and (ratio or 0) > 1e-4)
+    elif a.kl_coef > 0:
+        out["control"] = "kl_ref"
+        out["acted"] = bool(a.kl_coef > 0 and (kl or 0) > 0)
+    elif a.ent_coef > 0:
+        out["control"] = "entropy_bonus"
+        out["acted"] = bool(a.ent_coef > 0)
+    else:
+        out["control"] = None
+        out["acted"] = None
+    return out
+
+
 def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
                   wall_s: float, stages: dict) -> dict[str, Any]:
     from searchgym.train.squeeze_config import ARM_LABELS
@@ -136,6 +173,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "rollout_token_entropy_last": _edge_mean(series, "token_entropy", False),
             "series": series,
             "train_time_s": _ms([e.get("train_time_s") for e in evs])["mean"],
+            "controls": arm_controls(cfg, arm, out / "arms" / arm),
         })
         arms[arm] = block
 
@@ -267,6 +305,11 @@ def _f(v: Any, nd: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "–"
     return f"{v:.{nd}f}"
+
+
+def _g(v: Any) -> str:
+    """Three significant digits (for small figures such as a log-ratio of 1e-5)."""
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
 
 
 def _msd(b: dict | None, nd: int = 3) -> str:
@@ -410,6 +453,18 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
     lines.append("| SFT start | " + " | ".join(_f(summary["start"]["pass_at_k"][str(k)]) for k in ks) + " |")
     for b in summary["arms"].values():
         lines.append(f"| {b['label']} | " + " | ".join(_f(b["pass_at_k"].get(str(k))) for k in ks) + " |")
+    ctl = [b for b in summary["arms"].values() if (b.get("controls") or {}).get("control")]
+    if ctl:
+        lines += ["", "## Did each control act?", "",
+                  ("Means over steps and seeds of the training log. Clip-Cov/KL-Cov act when they select tokens "
+                  "while the ratio moves (|log ratio| > 1e-4); the KL arm when KL to the SFT start is > 0."), "",
+                  ("| arm | control | acted | mini-batches/batch | clip fraction | mean abs log ratio | "
+                  "cov-selected share | KL to ref |"), "|---|---|---|---|---|---|---|---|"]
+        for b in ctl:
+            c = b["controls"]
+            lines.append(f"| {b['label']} | {c['control']} | {'yes' if c['acted'] else '**no**'} | "
+                         f"{c['minibatches']} | {_g(c['clip_fraction'])} | {_g(c['abs_log_ratio'])} | "
+                         f"{_g(c['cov_selected_share'])} | {_g(c['kl_ref'])} |")
     lines += ["", (f"Wall time: {summary['wall_s']:.0f} s. Files: `summary.json` (all numbers), "
               "`arms/<arm>/seed<k>/metrics.jsonl` (training scalars), `.../diversity.jsonl` (tracker), "
               "`.../eval_trajectories.jsonl` (evaluation episodes, analysable with `searchgym analyze`)."), ""]

@@ -60,7 +60,8 @@ class RLArgs:
     norm_adv_by_std: bool = True        # GRPO: divide by the group std (False = Dr. GRPO mean-centring)
     skip_zero_adv: bool = True          # GRPO/RLOO: leave groups whose rewards are all equal out of the update
     #                                     (their policy-gradient is 0; as DAPO's dynamic sampling, the token-mean
-    #                                     is then over the informative groups). Kept when ent_coef/kl_coef > 0.
+    #                                     is then over the informative groups). Applied whatever ent_coef and
+    #                                     kl_coef are, so regularised arms take a GRPO-sized policy step.
     gamma: float = 1.0                  # PPO: discount over agent tokens
     gae_lambda: float = 1.0             # PPO: GAE lambda
     vf_coef: float = 0.5                # PPO: value-loss coefficient

@@ -16,6 +16,7 @@ TINY_PROMPT = "Question: {question}\n"
 ARM_LABELS = {
     "sft": "SFT (continued, diverse demos)",
     "grpo": "GRPO",
+    "grpo_kl": "GRPO + KL to SFT start",
     "grpo_klcov": "GRPO + KL-Cov",
     "grpo_clipcov": "GRPO + Clip-Cov",
     "grpo_ent": "GRPO + entropy bonus",
@@ -29,7 +30,7 @@ class SqueezeConfig:
     out: str = "runs/squeeze"             # output directory
     quick: bool = False                   # the <= 3 minute version
     seeds: int = 2                        # seeds per arm
-    arms: tuple[str, ...] = ("sft", "grpo", "grpo_klcov", "grpo_clipcov", "grpo_ent")
+    arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
     device: str = "cpu"                   # cpu | cuda
     threads: int | None = None            # torch intra-op threads (None: 1 for the tiny LM on CPU, where more
@@ -51,7 +52,11 @@ class SqueezeConfig:
                                                       learning_rate=2e-4, max_new_tokens=20,
                                                       micro_batch_size=32, checkpoint_every=10,
                                                       max_context=1024))
-    sft_arm_steps_per_step: int = 1       # continued-SFT optimizer steps per tracked step (batch 32 episodes)
+    minibatches: int = 4                  # optimizer steps (mini-batches) per rollout batch in every RL arm: with 1,
+    #                                       the ratio pi/pi_old is exactly 1 and Clip-Cov/KL-Cov/PPO-clip never act
+    sft_arm_steps_per_step: int | None = None  # continued-SFT optimizer steps per tracked step (None: the RL
+    #                                       arms' optimizer steps per rollout batch, so compute is matched)
+    kl_coef: float = 0.05                 # grpo_kl: coefficient of KL(pi || SFT start) (low-variance k3)
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
     ent_coef: float = 0.01                # entropy-bonus arm coefficient
@@ -91,13 +96,36 @@ class SqueezeConfig:
             raise ConfigError("seeds must be >= 1")
         if self.eval_samples < 1:
             raise ConfigError("eval_samples must be >= 1")
+        if self.minibatches < 1:
+            raise ConfigError(f"--minibatches must be >= 1, got {self.minibatches}")
+        n = self.rl.prompts_per_step * self.rl.group_size
+        if n % self.minibatches:
+            raise ConfigError(f"--minibatches {self.minibatches} does not divide the {n} episodes of a rollout "
+                              f"batch ({self.rl.prompts_per_step} questions x {self.rl.group_size} samples)")
+        if self.sft_arm_steps_per_step is not None and self.sft_arm_steps_per_step < 1:
+            raise ConfigError(f"sft_arm_steps_per_step must be >= 1, got {self.sft_arm_steps_per_step}")
+        if self.kl_coef <= 0 and "grpo_kl" in self.arms:
+            raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
         self.rl.validate()
         self.sft.validate()
+        for arm in self.arms:
+            if arm != "sft":
+                self.arm_args(arm, 1).validate()
+
+    def sft_steps_per_step(self) -> int:
+        """Continued-SFT optimizer steps per tracked step: by default as many as an RL arm takes per rollout
+        batch (compute matched)."""
+        if self.sft_arm_steps_per_step:
+            return int(self.sft_arm_steps_per_step)
+        return self.rl.update_epochs * self.minibatches
 
     def arm_args(self, arm: str, seed: int) -> RLArgs:
-        base = replace(self.rl, seed=seed, device=self.device)
+        # every RL arm takes the same optimizer steps on the same filtered groups; arms differ in their control
+        base = replace(self.rl, seed=seed, device=self.device, num_minibatches=self.minibatches)
         if arm == "grpo":
             return base
+        if arm == "grpo_kl":
+            return replace(base, kl_coef=self.kl_coef, kl_estimator="low_var_kl")
         if arm == "grpo_klcov":
             return replace(base, policy_loss="kl_cov", kl_cov_ratio=self.kl_cov_ratio, kl_cov_coef=1.0)
         if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])

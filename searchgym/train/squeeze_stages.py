@@ -266,7 +266,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
 
 
 def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list[dict]:
-    """Continued SFT on fresh diverse demonstrations; every ``sft_arm_steps_per_step`` optimizer steps the
+    """Continued SFT on fresh diverse demonstrations; every ``cfg.sft_steps_per_step()`` optimizer steps the
     current policy is sampled on the same questions the RL arms see, and those rollouts feed the tracker."""
     import torch
 
@@ -285,7 +285,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     pool = question_pool(ctx, "train", c.eval_questions)
     tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
                                tensorboard=False)
-    k = max(1, c.sft_arm_steps_per_step)
+    k = c.sft_steps_per_step()
     G = rl.group_size
 
     def track(opt_step: int) -> dict[str, float]:
@@ -310,9 +310,10 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
                 f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}")
         return row
 
+    # the warm start's recipe (learning rate, loss mix, batch) continued without a second warm-up, for as many
+    # optimizer steps as an RL arm takes (k per rollout batch)
     args = replace(c.sft, seed=seed, max_steps=rl.total_steps * k, log_every=k, checkpoint_every=max(k, 10),
-                   device=c.device, learning_rate=c.sft.learning_rate * 0.5, warmup_steps=1,
-                   context_loss_weight=0.0)
+                   device=c.device, warmup_steps=1)
     hist = train_sft(model, tok, demos, args, out_dir=out_dir, resume=c.resume, eval_fn=track)
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
