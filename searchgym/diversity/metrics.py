@@ -816,8 +816,11 @@ def _mi_plan(lens_t: tuple[int, ...], k: int, draws: int, shuffles: int,
     perm = None
     if shuffles > 0:
         perm = rng.permuted(np.broadcast_to(np.arange(q * k), (d, shuffles, q * k)), axis=2)
-    if len(_MI_PLANS) >= 16:
+    if len(_MI_PLANS) >= 2:  # (a block's levels run one after another; plans of 100k queries are MBs)
         _MI_PLANS.clear()
+    for a in (sel, perm):
+        if a is not None:
+            a.flags.writeable = False  # (shared between calls)
     _MI_PLANS[key] = (sel, perm, d, shuffles)
     return sel, perm, d, shuffles
 
