@@ -184,6 +184,19 @@ def _text_names(text: str) -> tuple[tuple[str, str, int], ...]:
     return tuple(infos)
 
 
+@lru_cache(maxsize=1 << 16)
+def _text_facts(text: str) -> tuple[frozenset[str], tuple[tuple[str, str, int], ...]]:
+    """What an evidence text adds to an episode's context: its stemmed content terms (those CTAR and the
+    moves use, cached there too) and its names."""
+    return _terms(text), _text_names(text)
+
+
+@lru_cache(maxsize=1 << 16)
+def _title_facts(title: str) -> tuple[frozenset[str], tuple[str, str, int] | None]:
+    """What a retrieved title adds: its terms and itself as a name (without a '(disambiguation)')."""
+    return _terms(title), _title_info(title)
+
+
 class EvidenceContext:
     """What an episode has retrieved so far: its term set and the names in it (titles, capitalised runs).
 
@@ -200,26 +213,26 @@ class EvidenceContext:
         self.max_len = 0
 
     def add(self, texts: Iterable[str] = (), titles: Iterable[str] = ()) -> None:
-        terms = self.terms
+        parts: list[frozenset[str]] = []  # term sets, joined in one update
         infos: list[tuple[str, str, int]] = []
         for t in titles:
             if t:
-                t = str(t)
-                info = _title_info(t)
+                terms, info = _title_facts(str(t))
+                parts.append(terms)
                 if info is not None:
                     infos.append(info)
-                terms |= _terms(t)
         for text in texts:
-            if not text:
-                continue
-            text = str(text)
-            terms |= _terms(text)  # (the stemmed content terms CTAR and the moves use, cached there)
-            infos.extend(_text_names(text))
+            if text:
+                terms, names = _text_facts(str(text))
+                parts.append(terms)
+                infos.extend(names)
+        if parts:
+            self.terms.update(*parts)
         if infos:  # the set of names does not depend on the order they are added in
-            names = self.names
-            new = [i for i in infos if i[0] not in names]
+            names_ = self.names
+            new = [i for i in infos if i[0] not in names_]
             if new:
-                names.update(i[0] for i in new)
+                names_.update(i[0] for i in new)
                 self.starts.update(i[1] for i in new)
                 self.max_len = max(self.max_len, max(i[2] for i in new))
 
