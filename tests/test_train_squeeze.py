@@ -56,6 +56,16 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
         assert set(b["shift"]) == set(sq.SHIFT_SPLITS)
         assert [len(ser["step"]) for ser in b["series"]] == [2]
         assert "acted" in b["controls"]
+        assert b["test_success"]["mean"] is not None and set(b["shift_success"]) == set(sq.SHIFT_SPLITS)
+    # the held-out splits are evaluated at one equal number of episodes each
+    start_ev = json.loads((out / "start_eval" / "eval.json").read_text())
+    assert len({start_ev[sp]["episodes"] for sp in ("test", *sq.SHIFT_SPLITS)}) == 1
+    comp = s["competence"]
+    assert comp["gate"] == 0.3 and comp["test_success"] == start_ev["test"]["success"]
+    assert comp["passed"] == (comp["test_success"] >= 0.3)
+    if not comp["passed"]:  # a 32-wide LM after 4 SFT steps: the gate fails loudly, the run still finishes
+        assert any("COMPETENCE GATE FAILED" in x for x in logs)
+        assert "COMPETENCE GATE FAILED" in (out / "report.md").read_text()
     md = (out / "report.md").read_text()
     assert "template entropy" in md and "![" in md and "SFT start" in md
     assert "data:image/png;base64" in (out / "report.html").read_text()
@@ -189,3 +199,18 @@ def test_cli_impossible_minibatches_fails_fast_naming_the_flag(tmp_path):
     r = CliRunner().invoke(app, ["squeeze", "--quick", "--minibatches", "0", "--out", str(out)])
     assert r.exit_code == 2 and "--minibatches" in r.output
     assert not out.exists()
+
+
+def test_competence_gate_and_seed_ci():
+    from searchgym.train.report import _gate_warning, _ms, competence
+    from searchgym.train.squeeze_config import SqueezeConfig
+
+    cfg = SqueezeConfig()
+    ok = competence(cfg, {"test": {"success": 0.31}})
+    bad = competence(cfg, {"test": {"success": 0.12}})
+    assert ok == {"test_success": 0.31, "gate": 0.3, "passed": True} and bad["passed"] is False
+    assert competence(cfg, {"train": {"success": 0.9}})["passed"] is False  # no test evaluation: no competence
+    assert _gate_warning({"competence": ok}) == [] and "unusable" in _gate_warning({"competence": bad})[0]
+    m = _ms([0.1, 0.2, 0.3])
+    assert m["ci"][0] < 0.2 < m["ci"][1] and m["ci"][1] - 0.2 == pytest.approx(4.303 * 0.1 / 3 ** 0.5, rel=1e-3)
+    assert _ms([0.5])["ci"] is None

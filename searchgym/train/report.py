@@ -13,14 +13,22 @@ from typing import Any
 
 import numpy as np
 
-SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type")
+SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy")
 
 
 def _ms(values: list[float]) -> dict[str, Any]:
     v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
     if not v:
         return {"mean": None, "sd": None, "values": []}
-    return {"mean": float(np.mean(v)), "sd": float(np.std(v, ddof=1)) if len(v) > 1 else 0.0, "values": v}
+    sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
+    m = float(np.mean(v))
+    ci = None
+    if len(v) > 1:  # 95% t-interval of the mean over seeds
+        from scipy.stats import t
+
+        h = float(t.ppf(0.975, len(v) - 1)) * sd / math.sqrt(len(v))
+        ci = [m - h, m + h]
+    return {"mean": m, "sd": sd, "ci": ci, "values": v}
 
 
 def _read_rows(path: Path) -> list[dict]:
@@ -131,6 +139,14 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
     return out
 
 
+def competence(cfg: Any, start_eval: dict) -> dict[str, Any]:
+    """The competence gate: the SFT start's success on unseen test questions must reach ``cfg.competence_gate``
+    for the LM findings to mean anything (None when the run evaluated no test split)."""
+    ts = (start_eval.get("test") or {}).get("success")
+    gate = float(getattr(cfg, "competence_gate", 0.3))
+    return {"test_success": ts, "gate": gate, "passed": bool(ts is not None and ts >= gate)}
+
+
 def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
                   wall_s: float, stages: dict) -> dict[str, Any]:
     from searchgym.train.squeeze_config import ARM_LABELS
@@ -153,12 +169,14 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "pass_at_k": {str(j): _ms([e["train"]["pass_at_k"][str(j)] for e in evs])["mean"]
                           for j in range(1, k + 1)},
             "per_family": {f: _ms([e["train"]["per_family"].get(f) for e in evs])["mean"] for f in fams},
+            "test_success": _ms([e["test"]["success"] for e in evs if "test" in e]),
             "shift": {s: _ms([e[s]["success"] for e in evs]) for s in SHIFT_SPLITS if s in evs[0]},
             "shift_slot_entropy": {s: _ms([e[s]["slot_entropy"] for e in evs])["mean"] for s in SHIFT_SPLITS
                                    if s in evs[0]},
         }
 
     start = ev_block([start_eval])
+    start["shift_success"] = start["shift"]
     arms = {}
     for arm, evs in arm_results.items():
         series = _series(out / "arms" / arm, arm)
@@ -175,6 +193,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "train_time_s": _ms([e.get("train_time_s") for e in evs])["mean"],
             "controls": arm_controls(cfg, arm, out / "arms" / arm),
         })
+        block["shift_success"] = block["shift"]  # the summary contract's name
         arms[arm] = block
 
     findings: dict[str, Any] = {}
@@ -209,6 +228,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         "start": start,
         "arms": arms,
         "findings": findings,
+        "competence": competence(cfg, start_eval),
     }
 
 
@@ -388,6 +408,15 @@ def _shift_finding(summary: dict[str, Any]) -> list[str]:
     return [line]
 
 
+def _gate_warning(summary: dict[str, Any]) -> list[str]:
+    comp = summary.get("competence")
+    if not comp or comp.get("passed"):
+        return []
+    return [(f"**COMPETENCE GATE FAILED: the SFT start solves {_f(comp.get('test_success'))} of unseen test "
+             f"questions (gate {comp['gate']}). Every LM finding below is unusable**: the policy is too weak for "
+             "its query strategy to matter."), ""]
+
+
 def headline_markdown(summary: dict[str, Any]) -> str:
     c = summary["config"]
     lines = [
@@ -397,6 +426,7 @@ def headline_markdown(summary: dict[str, Any]) -> str:
         f"per question at T={c['eval_temperature']}; wall time {summary['wall_s'] / 60:.1f} min on "
         f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`:"),
         "",
+        *_gate_warning(summary),
         *headline_table(summary),
         "",
         *findings_text(summary),

@@ -132,6 +132,16 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
             f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
 
+    gate = cfg.competence_gate
+    ts = (start_eval.get("test") or {}).get("success")
+    if ts is None or ts < gate:
+        bar = "!" * 100
+        log(f"{bar}\n COMPETENCE GATE FAILED: the SFT start's success on unseen test questions is "
+            f"{_n(ts)} < {gate}.\n The run goes on, but its LM findings are unusable (marked so in the report)."
+            f"\n{bar}")
+    else:
+        log(f"      competence gate passed: test success {_n(ts)} >= {gate}")
+
     # ---- 5. arms
     arm_results: dict[str, list[dict[str, Any]]] = {}
     n_runs, i_run = len(cfg.arms) * cfg.seeds, 0

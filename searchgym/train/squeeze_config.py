@@ -11,7 +11,8 @@ from searchgym.train.rl import RLArgs
 from searchgym.train.sft import SFTArgs
 from searchgym.train.tiny_lm import TinyLMConfig
 
-SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type")
+SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy")
+HELDOUT_SPLITS = ("test", *SHIFT_SPLITS)  # evaluated at one equal number of questions each
 TINY_PROMPT = "Question: {question}\n"
 ARM_LABELS = {
     "sft": "SFT (continued, diverse demos)",
@@ -64,6 +65,8 @@ class SqueezeConfig:
     eval_shift_questions: int = 32        # questions per shift split
     eval_samples: int = 8                 # samples per question (pass@k up to this k)
     eval_temperature: float = 1.0         # sampling temperature for evaluation
+    competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM
+    #                                       findings are marked unusable (the run still finishes)
     resume: bool = False                  # skip finished stages, continue interrupted arms
 
     @classmethod

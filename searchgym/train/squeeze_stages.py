@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.train.squeeze_config import SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
+from searchgym.train.squeeze_config import HELDOUT_SPLITS, TINY_PROMPT, SqueezeConfig
 
 
 # ------------------------------------------------------------------------------------------------ helpers
@@ -151,7 +151,8 @@ def question_pool(ctx: Context, split: str, n: int) -> list[int]:
 
 def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
              out_dir: Path | None = None) -> dict[str, Any]:
-    """Sample ``eval_samples`` episodes per question on the train split (a fixed subset) and each shift split;
+    """Sample ``eval_samples`` episodes per question on the train split (a fixed subset), the unseen test
+    questions and each shift split (equal numbers of questions for the held-out splits);
     returns success, pass@k, success per family, template entropy (slot/string), token entropy."""
     import torch
 
@@ -165,9 +166,12 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     res: dict[str, Any] = {"name": name, "k": k}
     templater = Templater(ctx.world.titles)
     all_trajs = []
-    for split in ("train", *SHIFT_SPLITS):
+    heldout = [s for s in HELDOUT_SPLITS if s in ctx.world.splits]
+    # every held-out split (test and the shifts) at the same number of questions, so their figures compare
+    n_heldout = min([c.eval_shift_questions, *(len(ctx.world.split(s)) for s in heldout)])
+    for split in ("train", *heldout):
         exs = ctx.world.split(split)
-        nq = min(len(exs), c.eval_questions if split == "train" else c.eval_shift_questions)
+        nq = min(len(exs), c.eval_questions) if split == "train" else n_heldout
         idx = question_pool(ctx, split, nq)
         envs = ctx.envs(nq * k, split)
         gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + len(split))
