@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 
 
 def _tiny_cfg(out, **kw):
+    from searchgym.train.pretrain import PretrainArgs
     from searchgym.train.rl import RLArgs
     from searchgym.train.sft import SFTArgs
     from searchgym.train.squeeze import SqueezeConfig
@@ -20,6 +21,7 @@ def _tiny_cfg(out, **kw):
     cfg = SqueezeConfig(out=str(out), seeds=1, arms=("sft", "grpo"), n_entities=40, demo_passes=1,
                         tiny=TinyLMConfig(vocab_size=500, hidden_size=32, num_layers=1, num_heads=2,
                                           intermediate_size=64, max_positions=512),
+                        pretrain=PretrainArgs(max_steps=3, batch_size=4, block_len=64, warmup_steps=1),
                         sft=SFTArgs(learning_rate=3e-3, max_steps=4, batch_size=8, micro_batch_size=8,
                                     warmup_steps=1),
                         rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
@@ -45,7 +47,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     out = tmp_path / "run"
     for f in ("report.md", "report.html", "summary.json", "plots/reward.png", "plots/template_entropy.png",
               "plots/token_entropy.png", "plots/pass_at_k.png", "plots/per_family.png", "plots/shift.png",
-              "sft/demos.jsonl", "start_eval/eval_trajectories.jsonl", "arms/grpo/seed1/metrics.jsonl",
+              "sft/demos.jsonl", "pretrain/model/config.json", "pretrain/metrics.jsonl", "start_eval/eval_trajectories.jsonl", "arms/grpo/seed1/metrics.jsonl",
               "arms/grpo/seed1/diversity.jsonl", "arms/sft/seed1/diversity.jsonl"):
         assert (out / f).exists(), f
     s = json.loads((out / "summary.json").read_text())

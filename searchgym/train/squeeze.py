@@ -37,6 +37,7 @@ from searchgym.train.squeeze_stages import (
     _write_json,
     evaluate,
     make_demos,
+    pretrain_stage,
     question_pool,
     run_rl_arm,
     run_sft_arm,
@@ -67,7 +68,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     out = Path(cfg.out)
     if out.exists() and not cfg.resume:
         # a fresh run: remove what an older run left (only our own sub-directories and files)
-        for name in ("base_model", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
+        for name in ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
                      "report.html", "config.json", "stages.json"):
             p = out / name
             if p.is_dir():
@@ -75,7 +76,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
             elif p.exists():
                 p.unlink()
     out.mkdir(parents=True, exist_ok=True)
-    for d in [out, out / "sft", *(out / "arms").glob("*/*")]:
+    for d in [out, out / "pretrain", out / "sft", *(out / "arms").glob("*/*")]:
         cleanup_partial(d)
     stages_path = out / "stages.json"
     stages: dict[str, Any] = json.loads(stages_path.read_text()) if (cfg.resume and stages_path.exists()) else {}
@@ -112,6 +113,15 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     model, tok = load_lm(start_src, device=cfg.device)
     n_params = count_parameters(model)
     log(f"{stage2} model: {start_src} ({n_params / 1e6:.2f}M parameters)")
+
+    # ---- 2b. pretraining the tiny LM on the world (passages, train question/answer text)
+    pre_dir = out / "pretrain"
+    if cfg.model is None and cfg.pretrain.max_steps > 0:
+        if cfg.resume and stages.get("pretrain") and (pre_dir / "model" / "config.json").exists():
+            model, tok = load_lm(pre_dir / "model", device=cfg.device)
+        elif not (cfg.resume and stages.get("sft")):
+            log(f"      pretraining on the world's passages and train Q/A ({cfg.pretrain.max_steps} steps)")
+            mark("pretrain", pretrain_stage(ctx, model, tok, pre_dir))
 
     # ---- 3. demonstrations + SFT warm start
     sft_dir = out / "sft"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from searchgym.errors import ConfigError
+from searchgym.train.pretrain import PretrainArgs
 from searchgym.train.rl import RLArgs
 from searchgym.train.sft import SFTArgs
 from searchgym.train.tiny_lm import TinyLMConfig
@@ -46,6 +47,7 @@ class SqueezeConfig:
     tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
                                                                     num_layers=3, num_heads=4,
                                                                     intermediate_size=384))
+    pretrain: PretrainArgs = field(default_factory=lambda: PretrainArgs(max_steps=400))  # the tiny LM only
     sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=500, batch_size=16,
                                                          micro_batch_size=16, warmup_steps=20,
                                                          context_loss_weight=0.5))
@@ -76,6 +78,7 @@ class SqueezeConfig:
                        passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
                                          intermediate_size=288, max_positions=768),
+                       pretrain=PretrainArgs(max_steps=120),
                        sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=16,
                                    warmup_steps=10, context_loss_weight=0.5),
                        rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
@@ -111,6 +114,7 @@ class SqueezeConfig:
             raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
         self.rl.validate()
         self.sft.validate()
+        self.pretrain.validate()
         for arm in self.arms:
             if arm != "sft":
                 self.arm_args(arm, 1).validate()

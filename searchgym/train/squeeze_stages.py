@@ -103,6 +103,38 @@ def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[li
     return episodes, stats
 
 
+def pretrain_stage(ctx: Context, model: Any, tok: Any, pre_dir: Path) -> dict[str, Any]:
+    """Causal-LM pretraining of the tiny LM on the world (resumable); the result goes to ``pre_dir/model``
+    (atomically). Returns the stage's record for ``stages.json``."""
+    import os
+    import shutil
+
+    from searchgym.train.pretrain import pretrain_texts, train_pretrain
+
+    cfg, log = ctx.cfg, ctx.log
+    t0 = time.time()
+    last = {"t": time.time()}
+
+    def plog(row: dict[str, float]) -> None:
+        if row["step"] % 50 == 0 or time.time() - last["t"] > 10:
+            last["t"] = time.time()
+            log(f"      pretrain step {int(row['step'])}  LM loss {row['losses/lm']:.3f}")
+
+    hist = train_pretrain(model, tok, pretrain_texts(ctx.world, TINY_PROMPT), replace(cfg.pretrain, device=cfg.device),
+                          out_dir=pre_dir, resume=cfg.resume, log=plog)
+    tmp = pre_dir / ".model.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    ctx.write_meta(tmp)
+    shutil.rmtree(pre_dir / "model", ignore_errors=True)
+    os.replace(tmp, pre_dir / "model")
+    log(f"      pretraining {len(hist)} steps, LM loss {hist[0]['losses/lm']:.3f} -> {hist[-1]['losses/lm']:.3f} "
+        f"({time.time() - t0:.1f}s)")
+    return {"steps": len(hist), "first_loss": hist[0]["losses/lm"], "final_loss": hist[-1]["losses/lm"],
+            "time_s": time.time() - t0}
+
+
 def warm_start(ctx: Context, model: Any, tok: Any, sft_dir: Path) -> dict[str, Any]:
     """Record the diverse agent's demonstrations and SFT ``model`` on them (resumable); the result goes to
     ``sft_dir/model`` (atomically). Returns the stage's record for ``stages.json``."""
