@@ -22,8 +22,6 @@ Definitions (each figure of the report carries its one-line form, ``DEFINITIONS`
 from __future__ import annotations
 
 import copy
-import functools
-import gc
 import heapq
 import itertools
 import math
@@ -35,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
+from searchgym.diversity.gcpause import with_gc_paused
 from searchgym.diversity.moves import MOVES, _moves, ctar, episode_moves, moves_and_ctar, transition_matrix
 from searchgym.diversity.strategy import GROUNDED, MAX_QUERY_WORDS, STRATEGIES, EvidenceContext, classify
 from searchgym.diversity.templates import _LEVEL_SLOT, TEXT_LEVELS, Templater, normalize
@@ -317,27 +316,7 @@ def _turns(ep: Any) -> list[int]:
     return t if len(t) == len(ep.queries) else list(range(len(ep.queries)))
 
 
-def _gc_paused(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run ``fn`` with the cyclic garbage collector paused (as the tracker's update does).
-
-    Labelling and statistics allocate many small short-lived objects while a run's episodes are alive;
-    the collector's generation-2 passes over them cost about a quarter of the analysis time, and reference
-    counting frees these objects anyway. A collector that was enabled is re-enabled afterwards."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if was_enabled:
-                gc.enable()
-
-    return wrapper
-
-
-@_gc_paused
+@with_gc_paused
 def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Sequence[str] = TEXT_LEVELS,
                    semantic: Callable[[list[str]], Sequence[Any]] | None = None,
                    group_by_step: bool = True) -> Labels:
@@ -609,7 +588,7 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     return out
 
 
-@_gc_paused
+@with_gc_paused
 def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n: Mapping[str, int] | None = None,
               n_boot: int = 200, seed: int = 0, token_entropies: Any = None,
               rewards: Sequence[float] | None = None, read_stats: Any = None, with_series: bool = True,

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from searchgym.diversity.gcpause import with_gc_paused
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "jsonl")
@@ -1459,6 +1460,7 @@ def run_name(path: str | os.PathLike) -> str:
     return name or str(p)
 
 
+@with_gc_paused
 def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
              label: str | None = None, text_field: str | None = None, step_field: str | None = None,
              question_field: str | None = None, reward_field: str | None = None, name: str | None = None,

@@ -34,7 +34,6 @@ that size, and batches of unequal size compare fairly). Retrieved titles for slo
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import math
@@ -57,6 +56,7 @@ from searchgym.diversity.core import (
     step_evidence,
     step_titles,
 )
+from searchgym.diversity.gcpause import gc_paused
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater
 from searchgym.errors import ConfigError
 from searchgym.trajectory import Trajectory
@@ -184,13 +184,8 @@ class DiversityTracker:
         """Take one policy step's trajectories; return (and log) the flat metric dict."""
         # The update allocates many small short-lived objects; in a trainer with a large heap they would
         # trigger full cyclic-GC passes. Reference counting frees them anyway, so pause the collector.
-        was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             m = self._update(step, trajectories, token_entropies, rewards)
-        finally:
-            if was_enabled:
-                gc.enable()
         self._log(step, m)
         return m
 
