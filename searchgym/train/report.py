@@ -343,17 +343,17 @@ def _msd(b: dict | None, nd: int = 3) -> str:
 def headline_table(summary: dict[str, Any]) -> list[str]:
     st = summary["start"]
     shifts = [s for s in SHIFT_SPLITS if s in st["shift"]]
-    head = ["arm", "seeds", "train success", "template entropy (slot)", "effective # templates",
+    head = ["arm", "seeds", "train success", "test success", "template entropy (slot)", "effective # templates",
             "grounded share", "slot entropy (well-formed)", "token entropy",
             *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines.append("| SFT start (warm start) | – | " + " | ".join(
-        [_msd(st["train_success"]), _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
+        [_msd(st["train_success"]), _msd(st.get("test_success")), _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
          _msd(st.get("grounded_share")), _msd(st.get("well_formed_slot_entropy")),
          _msd(st["token_entropy"]), *[_msd(st["shift"][s]) for s in shifts]]) + " |")
     for b in summary["arms"].values():
         lines.append(f"| {b['label']} | {b['seeds']} | " + " | ".join(
-            [_msd(b["train_success"]), _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
+            [_msd(b["train_success"]), _msd(b.get("test_success")), _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
              _msd(b.get("grounded_share")), _msd(b.get("well_formed_slot_entropy")),
              _msd(b["token_entropy"]), *[_msd(b["shift"].get(s)) for s in shifts]]) + " |")
     return lines
