@@ -65,6 +65,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     comp = s["competence"]
     assert comp["gate"] == 0.3 and comp["test_success"] == start_ev["test"]["success"]
     assert comp["passed"] == (comp["test_success"] >= 0.3)
+    assert s["findings"]["lm_findings_usable"] == comp["passed"]
     if not comp["passed"]:  # a 32-wide LM after 4 SFT steps: the gate fails loudly, the run still finishes
         assert any("COMPETENCE GATE FAILED" in x for x in logs)
         assert "COMPETENCE GATE FAILED" in (out / "report.md").read_text()

@@ -215,6 +215,8 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
     rl_arms = [a for a in arms if a != "sft"]
     findings["rl_improves_train_reward"] = {a: bool((findings[a]["train_success_delta"] or 0) > 0) for a in rl_arms}
 
+    comp = competence(cfg, start_eval)
+    findings["lm_findings_usable"] = comp["passed"]  # False: the competence gate failed (see `competence`)
     cfg_d = asdict(cfg)
     return {
         "schema": 1,
@@ -228,7 +230,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         "start": start,
         "arms": arms,
         "findings": findings,
-        "competence": competence(cfg, start_eval),
+        "competence": comp,
     }
 
 
