@@ -411,3 +411,28 @@ def test_entropy_bonus_keeps_the_zero_advantage_filter(setup):
     informative = round(6 * (1 - r["charts/zero_adv_groups"]))
     assert r["charts/zero_adv_groups"] > 0  # a random tiny LM fails most questions: some group is uninformative
     assert r["charts/episodes_trained"] == informative
+
+
+def test_darling_shaping_feeds_the_advantages(setup):
+    """train_rl computes advantages from the shaped rewards (DARLING over the episodes' query templates)."""
+    from searchgym.diversity import Templater
+    from searchgym.train.rl import train_rl
+    from searchgym.train.shaping import darling_rewards, query_classes
+
+    world = setup[0]
+    templater = Templater(world.titles)
+    seen = []
+
+    def shape(step, episodes, rewards):
+        classes = query_classes([e.trajectory for e in episodes], templater)
+        assert len(classes) == len(episodes) and all(isinstance(c, tuple) for c in classes)
+        out = darling_rewards([1.0] * len(rewards), classes, 3)  # a constant quality: only distinctness differs
+        seen.append(out)
+        return out
+
+    model, tok = load(setup)
+    hist = train_rl(model, tok, make_envs(setup, 6), _rl_args(total_steps=1, checkpoint_every=0),
+                    questions=_questions(2), shape_rewards=shape)
+    assert hist[0]["charts/shaped_reward"] == pytest.approx(sum(seen[0]) / 6)
+    distinct_groups = sum(len(set(seen[0][g:g + 3])) > 1 for g in (0, 3))
+    assert hist[0]["charts/zero_adv_groups"] == pytest.approx(1 - distinct_groups / 2)

@@ -217,3 +217,15 @@ def test_competence_gate_and_seed_ci():
     m = _ms([0.1, 0.2, 0.3])
     assert m["ci"][0] < 0.2 < m["ci"][1] and m["ci"][1] - 0.2 == pytest.approx(4.303 * 0.1 / 3 ** 0.5, rel=1e-3)
     assert _ms([0.5])["ci"] is None
+
+
+def test_darling_rewards_quality_times_distinctness():
+    from searchgym.errors import ConfigError
+    from searchgym.train.shaping import darling_rewards
+
+    # group of 4: three samples share a class, one is alone; second group all distinct
+    r = darling_rewards([1, 1, 0, 1, 1, 1, 1, 1], ["a", "a", "a", "b", "w", "x", "y", "z"], 4)
+    assert r == pytest.approx([1 / 3, 1 / 3, 0.0, 1.0, 1, 1, 1, 1])
+    assert darling_rewards([1, 1], [("q",), ("q",)], 2) == pytest.approx([0.1, 0.1])  # Div 0, floored at 0.1
+    with pytest.raises(ConfigError):
+        darling_rewards([1, 0, 1], ["a", "b", "c"], 2)

@@ -175,13 +175,17 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
              resume: bool = False, questions: Callable[[int], list[tuple[int | None, dict | None]]] | None = None,
              on_rollouts: Callable[[int, list[Any], dict[str, float]], dict[str, float] | None] | None = None,
              log: Callable[[dict[str, float]], None] | None = None, ref_model: Any = None,
-             stop_after: int | None = None) -> list[dict[str, float]]:
+             stop_after: int | None = None,
+             shape_rewards: Callable[[int, list[Any], list[float]], list[float]] | None = None,
+             ) -> list[dict[str, float]]:
     """Train ``model`` in place; ``envs`` holds ``prompts_per_step * group_size`` environments.
 
     ``questions(step)`` returns ``prompts_per_step`` ``(reset_seed, reset_options)`` pairs (default: seeds
     from :func:`step_seeds`); each is used by ``group_size`` consecutive envs. ``on_rollouts(step, episodes,
     row)`` may return extra scalars to log (the diversity tracker). ``stop_after`` ends the run after that many
-    steps as if killed right after a checkpoint (tests). Returns the metric rows.
+    steps as if killed right after a checkpoint (tests). ``shape_rewards(step, episodes, rewards)`` returns
+    the rewards the advantages are computed from (DARLING; must be a pure function of the step's rollouts for
+    exact resume). Returns the metric rows.
     """
     import torch
 
@@ -265,7 +269,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
 
         # ---------------------------------------------------------------- 2. advantages
         t1 = time.time()
-        rewards = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+        raw = [float(e.reward) for e in episodes]
+        rewards = torch.tensor(shape_rewards(step, episodes, raw) if shape_rewards else raw, dtype=torch.float32)
         seq_adv = compute_advantages(args, rewards)
         tok_adv: list[Any] = []
         tok_ret: list[Any] = []
@@ -353,7 +358,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         g_rewards = rewards.reshape(P, G) if G > 1 else rewards.reshape(-1, 1)
         row: dict[str, float] = {
             "step": step + 1,
-            "charts/reward": float(rewards.mean()),
+            "charts/reward": float(np.mean(raw)),
             "charts/em": float(np.mean([e.em for e in episodes])),
             "charts/f1": float(np.mean([e.f1 for e in episodes])),
             "charts/num_searches": float(np.mean([e.trajectory.num_searches for e in episodes])),
@@ -365,6 +370,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             "charts/time_rollout": t_roll, "charts/time_update": t_upd,
             "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
         }
+        if shape_rewards is not None:
+            row["charts/shaped_reward"] = float(rewards.mean())
         for key, vals in stats_acc.items():
             prefix = "charts/" if key == "grad_norm" else "losses/"
             row[prefix + key] = float(np.mean(vals))

@@ -22,6 +22,7 @@ ARM_LABELS = {
     "grpo_klcov": "GRPO + KL-Cov",
     "grpo_clipcov": "GRPO + Clip-Cov",
     "grpo_ent": "GRPO + entropy bonus",
+    "grpo_darling": "GRPO + DARLING (reward x distinctness)",
     "rloo": "RLOO",
     "ppo": "PPO-clip",
 }
@@ -138,6 +139,8 @@ class SqueezeConfig:
         if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])
             return replace(base, policy_loss="clip_cov", clip_cov_ratio=self.clip_cov_ratio, clip_low=1.0,
                            clip_high=1.0)
+        if arm == "grpo_darling":  # reward shaped in squeeze_stages.run_rl_arm; DARLING's GRPO has no std
+            return replace(base, norm_adv_by_std=False)  # normalisation (literature.md §5.1)
         if arm == "grpo_ent":
             return replace(base, ent_coef=self.ent_coef)
         if arm == "rloo":

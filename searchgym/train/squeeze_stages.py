@@ -292,8 +292,19 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
                 f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}"
                 f"  ({row['charts/time_rollout'] + row['charts/time_update']:.1f}s)")
 
+    shape = None
+    if arm == "grpo_darling":  # DARLING: quality x distinctness of the episode's query templates in its group
+        from searchgym.diversity import Templater
+        from searchgym.train.shaping import darling_rewards, query_classes
+
+        templater = Templater(ctx.world.titles)
+
+        def shape(step: int, episodes: list[Any], rewards: list[float]) -> list[float]:
+            return darling_rewards(rewards, query_classes([e.trajectory for e in episodes], templater),
+                                   args.group_size)
+
     hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
-                    on_rollouts=on_rollouts, log=log)
+                    on_rollouts=on_rollouts, log=log, shape_rewards=shape)
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
     tok.save_pretrained(out_dir / "final_model")
