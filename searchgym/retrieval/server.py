@@ -6,8 +6,11 @@ Contract (DESIGN.md §2, anchors.md §3)::
       -> {"result": [[{"document": {"id", "contents", "title", "text"}, "score": float}, ...], ...]}
          (with return_scores false the inner items are the documents themselves; the reference
           server crashes there, this one does not)
-    POST /retrieve {"query": str, "topk": ..., "return_scores": ...}   (SkyRL's / GEM's one-query form)
+    POST /retrieve {"query": str, "topk": ..., "return_scores": ...}   (SkyRL's one-query form)
       -> {"result": [[...]]}: the answer for a one-query batch
+    POST /retrieve <msgpack map>   (GEM's SearchTool: msgpack body, no Content-Type)
+      -> msgpack (Content-Type: application/msgpack); {"query": str} gets GEM's flat
+         {"result": [{"document": {...}, "score": float|None}, ...]}, {"queries": [...]} the nested shape
     GET /health -> {"status": "ok"}
     GET /info   -> corpus size, backend, parameters, limits
 
@@ -105,6 +108,7 @@ class _Renderer:
     def __init__(self, cache_max: int = _DOC_CACHE_MAX):
         self._docs: dict[str, str] = {}
         self._scored: dict[str, str] = {}
+        self._mp_docs: dict[str, dict[str, str]] = {}
         self._cache_max = cache_max
 
     def _miss(self, hit: Hit) -> tuple[str, str]:
@@ -136,6 +140,34 @@ class _Renderer:
         append("]}")
         return "".join(parts).encode("utf-8")
 
+    def render_msgpack(self, results: Sequence[Sequence[Hit]], return_scores: bool, shape: str) -> bytes:
+        """msgpack answer: ``FLAT`` is GEM's one-query shape (``{"document", "score"}`` items, score
+        ``None`` unless asked for), ``NESTED`` the Search-R1 shape. Non-finite scores become ``None``."""
+        import msgspec
+
+        docs = self._mp_docs
+        rows = []
+        for hits in results:
+            row = []
+            for hit in hits:
+                doc = docs.get(hit.id)
+                if doc is None:
+                    if len(docs) >= self._cache_max:
+                        docs.clear()
+                    p = hit.passage
+                    doc = docs[hit.id] = {k: _clean_query(v) for k, v in
+                                          (("id", p.id), ("contents", p.contents), ("title", p.title),
+                                           ("text", p.text))}
+                if return_scores:
+                    score = float(hit.score)
+                    row.append({"document": doc, "score": score if score - score == 0.0 else None})
+                elif shape == FLAT:
+                    row.append({"document": doc, "score": None})
+                else:
+                    row.append(doc)
+            rows.append(row)
+        return msgspec.msgpack.encode({"result": rows[0] if shape == FLAT else rows})
+
 
 def _clean_query(q: str) -> str:
     """Queries are answered whatever their characters; lone surrogates (valid JSON, invalid UTF-8)
@@ -164,6 +196,47 @@ def parse_request(body: bytes, *, default_topk: int, max_queries: int, max_query
         data = _loads(body)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
         raise _BadRequest(400, f"malformed JSON body: {e}") from None
+    return _validate(data, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
+                     max_topk=max_topk, max_hits=max_hits)
+
+
+_MSGPACK_TYPES = frozenset((b"application/msgpack", b"application/x-msgpack", b"application/vnd.msgpack"))
+_MSGPACK_MAP_FIRST = frozenset([*range(0x80, 0x90), 0xDE, 0xDF])  # fixmap, map16, map32
+_MSGPACK_HEADERS = [(b"content-type", b"application/msgpack")]
+FLAT, NESTED = "flat", "nested"  # the two msgpack answer shapes
+
+
+def is_msgpack(body: bytes, content_type: bytes | None) -> bool:
+    """A msgpack map (JSON bodies start with ``{`` or whitespace) or a msgpack Content-Type."""
+    if content_type is not None and content_type.split(b";", 1)[0].strip().lower() in _MSGPACK_TYPES:
+        return True
+    return bool(body) and body[0] in _MSGPACK_MAP_FIRST
+
+
+def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
+                          max_topk: int, max_hits: int) -> tuple[list[str], int, bool, str]:
+    """Like :func:`parse_request` for a msgpack body (GEM's SearchTool); also returns the answer shape:
+    ``FLAT`` for the one-query ``{"query": str}`` form (GEM's own server answers it flat), else ``NESTED``."""
+    if not body:
+        raise _BadRequest(400, 'empty body: send a msgpack map {"query": str, "topk": int|null, '
+                               '"return_scores": bool}')
+    try:
+        import msgspec
+    except ImportError:
+        raise _BadRequest(415, "msgpack bodies need msgspec on the server: pip install msgspec "
+                               "(or send JSON)") from None
+    try:
+        data = msgspec.msgpack.decode(body)
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as e:  # TypeError: a map as a key
+        raise _BadRequest(400, f"malformed msgpack body: {e}") from None
+    queries, topk, return_scores = _validate(data, default_topk=default_topk, max_queries=max_queries,
+                                             max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits)
+    flat = isinstance(data, dict) and data.get("query") is not None
+    return queries, topk, return_scores, FLAT if flat else NESTED
+
+
+def _validate(data: Any, *, default_topk: int, max_queries: int, max_query_chars: int,
+              max_topk: int, max_hits: int) -> tuple[list[str], int, bool]:
     if not isinstance(data, dict):
         raise _BadRequest(422, f'the body must be a JSON object {{"queries": [...]}}, got {type(data).__name__}')
     queries = data.get("queries")
@@ -287,11 +360,20 @@ class _RetrieveHandler:
             self.per_query_s = sorted(recent)[len(recent) // 2]
         return results
 
-    def _search_and_render(self, queries: list[str], topk: int, return_scores: bool) -> bytes:
-        return self.renderer.render(self._timed_search(queries, topk), return_scores)
+    def _search_and_render(self, queries: list[str], topk: int, return_scores: bool,
+                           shape: str | None = None) -> bytes:
+        results = self._timed_search(queries, topk)
+        if shape is None:
+            return self.renderer.render(results, return_scores)
+        return self.renderer.render_msgpack(results, return_scores, shape)
 
-    def _parse_search_render(self, body: bytes) -> bytes:
-        return self._search_and_render(*parse_request(body, **self.limits))
+    def _parse(self, body: bytes, msgpack: bool) -> tuple[list[str], int, bool, str | None]:
+        if msgpack:
+            return parse_msgpack_request(body, **self.limits)
+        return (*parse_request(body, **self.limits), None)
+
+    def _parse_search_render(self, body: bytes, msgpack: bool = False) -> bytes:
+        return self._search_and_render(*self._parse(body, msgpack))
 
     def authorized(self, authorization: bytes | None) -> bool:
         return self.expected is None or hmac.compare_digest(authorization or b"", self.expected)
@@ -325,7 +407,9 @@ class _RetrieveHandler:
         return b"".join(parts)
 
     async def __call__(self, authorization: bytes | None, content_length: bytes | None,
-                       chunks: AsyncIterator[bytes]) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+                       chunks: AsyncIterator[bytes], content_type: bytes | None = None,
+                       ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        """(status, body, extra headers); a msgpack answer's headers start with its Content-Type."""
         if not self.authorized(authorization):
             return _UNAUTHORIZED
         if self.inflight >= self.max_inflight:
@@ -334,17 +418,22 @@ class _RetrieveHandler:
         self.inflight += 1
         try:
             body = await self.read_body(content_length, chunks)
+            # JSON bodies start with "{": one slice and compare, then the JSON path as before
+            msgpack = (body[:1] != b"{" or (content_type is not None and content_type != b"application/json")) \
+                and is_msgpack(body, content_type)
+            ok = _MSGPACK_HEADERS if msgpack else []
             pool = self.pool
             if pool is not None and len(body) > _INLINE_BODY_BYTES:  # parsing a large body takes a while too
-                answer = await asyncio.get_running_loop().run_in_executor(pool, self._parse_search_render, body)
-                return 200, answer, []
-            queries, topk, return_scores = parse_request(body, **self.limits)
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    pool, self._parse_search_render, body, msgpack)
+                return 200, answer, ok
+            queries, topk, return_scores, shape = self._parse(body, msgpack)
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
-                return 200, self._search_and_render(queries, topk, return_scores), []
+                return 200, self._search_and_render(queries, topk, return_scores, shape), ok
             answer = await asyncio.get_running_loop().run_in_executor(
-                pool, self._search_and_render, queries, topk, return_scores)
-            return 200, answer, []
+                pool, self._search_and_render, queries, topk, return_scores, shape)
+            return 200, answer, ok
         except _BadRequest as e:
             return e.status, _detail(e.detail), []
         except QueryError as e:
@@ -374,12 +463,14 @@ class RetrievalApp(FastAPI):
             await super().__call__(scope, receive, send)
 
     async def _retrieve(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        authorization = content_length = None
+        authorization = content_length = content_type = None
         for name, value in scope["headers"]:
             if name == b"authorization":
                 authorization = value
             elif name == b"content-length":
                 content_length = value
+            elif name == b"content-type":
+                content_type = value
 
         async def chunks() -> AsyncIterator[bytes]:
             while True:
@@ -391,14 +482,17 @@ class RetrievalApp(FastAPI):
                     return
 
         try:
-            status, body, headers = await self.retrieve_handler(authorization, content_length, chunks())
+            status, body, headers = await self.retrieve_handler(authorization, content_length, chunks(),
+                                                                content_type)
         except _Disconnected:
             return
         except Exception as exc:
             log.exception("POST /retrieve failed")
             status, body, headers = 500, _internal_error(exc), []
+        if not headers or headers[0][0] != b"content-type":
+            headers = [*_JSON_HEADERS, *headers]
         await send({"type": "http.response.start", "status": status,
-                    "headers": [*_JSON_HEADERS, (b"content-length", str(len(body)).encode()), *headers]})
+                    "headers": [(b"content-length", str(len(body)).encode()), *headers]})
         await send({"type": "http.response.body", "body": body})
 
 
@@ -443,7 +537,8 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
         h = request.headers
         try:
             return respond(*await handler(h.get("authorization", "").encode("latin-1") or None,
-                                          (h.get("content-length") or "").encode() or None, request.stream()))
+                                          (h.get("content-length") or "").encode() or None, request.stream(),
+                                          h.get("content-type", "").encode("latin-1") or None))
         except _Disconnected:
             return respond(400, _detail("client disconnected"), [])
 
