@@ -191,6 +191,10 @@ def test_controls_acted_rule(tmp_path):
     assert arm_controls(cfg, "grpo_kl", write("grpo_kl", [{"step": 1, "losses/kl_ref": 0.0}]))["acted"] is False
     assert arm_controls(cfg, "grpo_ent", write("grpo_ent", [{"step": 1}]))["acted"] is True
     assert arm_controls(cfg, "grpo", write("grpo", [{"step": 1}]))["acted"] is None
+    same = [{"step": 1, "charts/reward": 0.0, "charts/shaped_reward": 0.0}]
+    assert arm_controls(cfg, "grpo_darling", write("grpo_darling", same))["acted"] is False
+    shaped = [{"step": 1, "charts/reward": 0.5, "charts/shaped_reward": 0.2}]
+    assert arm_controls(cfg, "grpo_darling", write("grpo_darling2", shaped))["acted"] is True
 
 
 def test_cli_impossible_minibatches_fails_fast_naming_the_flag(tmp_path):

@@ -124,7 +124,11 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
         "abs_log_ratio": ratio, "cov_selected_share": share, "kl_coef": a.kl_coef, "kl_ref": kl,
         "ent_coef": a.ent_coef, "steps_logged": len(rows),
     }
-    if a.policy_loss in ("clip_cov", "kl_cov"):
+    if arm == "grpo_darling":  # acted when the shaping changed some step's rewards
+        out["control"] = "darling"
+        out["acted"] = any(r.get("charts/shaped_reward") is not None
+                           and abs(r["charts/shaped_reward"] - r.get("charts/reward", 0.0)) > 1e-12 for r in rows)
+    elif a.policy_loss in ("clip_cov", "kl_cov"):
         out["control"] = a.policy_loss
         out["acted"] = bool((share or 0) > 0 and (ratio or 0) > 1e-4)
     elif a.kl_coef > 0:
