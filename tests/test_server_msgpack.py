@@ -178,3 +178,20 @@ def test_without_msgspec_the_answer_is_415_naming_the_package(server, monkeypatc
     assert "pip install msgspec" in r.json()["detail"]
     monkeypatch.undo()
     assert json.loads(server.post("/retrieve", json={"queries": ["zebra"], "topk": 1}).content)["result"][0] == [Z1]
+
+
+def test_msgpack_through_fastapi_when_the_app_is_mounted(bm25):
+    """Mounted under another app, /retrieve goes through the FastAPI route, not the ASGI fast path."""
+    from fastapi import FastAPI
+
+    from searchgym.retrieval.server import create_app
+
+    outer = FastAPI()
+    outer.mount("/search", create_app(bm25[0], default_topk=1))
+    with live.LiveServer(outer) as srv:
+        r = srv.post("/search/retrieve", content=_enc({"query": "capital of France", "return_scores": True}))
+        body = _msgpack(r)
+        assert [item["document"] for item in body["result"]] == [F1]
+        r = srv.post("/search/retrieve", content=b"\x81\xa5query\xa2\xff\xfe")
+        assert r.status_code == 400 and r.headers["content-type"] == "application/json"
+        assert srv.post("/search/retrieve", json={"query": "capital of France"}).json() == {"result": [[F1]]}

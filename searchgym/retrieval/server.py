@@ -427,7 +427,10 @@ class _RetrieveHandler:
                 answer = await asyncio.get_running_loop().run_in_executor(
                     pool, self._parse_search_render, body, msgpack)
                 return 200, answer, ok
-            queries, topk, return_scores, shape = self._parse(body, msgpack)
+            if msgpack:
+                queries, topk, return_scores, shape = parse_msgpack_request(body, **self.limits)
+            else:
+                (queries, topk, return_scores), shape = parse_request(body, **self.limits), None
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
                 return 200, self._search_and_render(queries, topk, return_scores, shape), ok
@@ -489,10 +492,9 @@ class RetrievalApp(FastAPI):
         except Exception as exc:
             log.exception("POST /retrieve failed")
             status, body, headers = 500, _internal_error(exc), []
-        if not headers or headers[0][0] != b"content-type":
-            headers = [*_JSON_HEADERS, *headers]
+        typed = _JSON_HEADERS if not headers or headers[0][0] != b"content-type" else ()
         await send({"type": "http.response.start", "status": status,
-                    "headers": [(b"content-length", str(len(body)).encode()), *headers]})
+                    "headers": [*typed, (b"content-length", str(len(body)).encode()), *headers]})
         await send({"type": "http.response.body", "body": body})
 
 
