@@ -436,3 +436,39 @@ def test_darling_shaping_feeds_the_advantages(setup):
     assert hist[0]["charts/shaped_reward"] == pytest.approx(sum(seen[0]) / 6)
     distinct_groups = sum(len(set(seen[0][g:g + 3])) > 1 for g in (0, 3))
     assert hist[0]["charts/zero_adv_groups"] == pytest.approx(1 - distinct_groups / 2)
+
+
+def test_rl_with_sft_refresh_hook_resumes_exactly(setup, tmp_path):
+    """SFT steps through the RL optimizer after some updates (the grpo_sft_refresh arm's hook): the optimizer
+    state is in the checkpoint, so a killed and resumed run ends with the uninterrupted one's weights."""
+    from searchgym.train.rl import train_rl
+    from searchgym.train.sft import SFTArgs, sft_backward
+
+    _, tok0 = load(setup)
+    demos = _sft_demos(setup, tok0, 6)
+    sargs = SFTArgs(batch_size=3, micro_batch_size=3)
+    calls = []
+
+    def hook(step, model, opt):
+        if step % 2:
+            return None
+        opt.zero_grad(set_to_none=True)
+        loss = sft_backward(model, demos[step % 2::2], sargs, tok0.pad_token_id)
+        opt.step()
+        calls.append(step)
+        return {"losses/sft_refresh": loss}
+
+    args = _rl_args(ent_coef=0.01)
+    q = _questions(args.prompts_per_step)
+    m1, t1 = load(setup)
+    full = train_rl(m1, t1, make_envs(setup, 6), args, out_dir=tmp_path / "full", questions=q, after_update=hook)
+    assert calls == [0, 2] and [("losses/sft_refresh" in r) for r in full] == [True, False, True, False]
+    m2, t2 = load(setup)
+    train_rl(m2, t2, make_envs(setup, 6), args, out_dir=tmp_path / "part", questions=q, after_update=hook,
+             stop_after=2)
+    m3, t3 = load(setup)
+    resumed = train_rl(m3, t3, make_envs(setup, 6), args, out_dir=tmp_path / "part", questions=q,
+                       after_update=hook, resume=True)
+    assert _strip(resumed) == _strip(full)
+    for k, v in m3.state_dict().items():
+        assert torch.equal(v, m1.state_dict()[k]), k

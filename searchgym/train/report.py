@@ -124,7 +124,10 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
         "abs_log_ratio": ratio, "cov_selected_share": share, "kl_coef": a.kl_coef, "kl_ref": kl,
         "ent_coef": a.ent_coef, "steps_logged": len(rows),
     }
-    if arm == "grpo_darling":  # acted when the shaping changed some step's rewards
+    if arm == "grpo_sft_refresh":  # acted when SFT refresh steps were taken
+        out["control"] = "sft_refresh"
+        out["acted"] = any(r.get("losses/sft_refresh") is not None for r in rows)
+    elif arm == "grpo_darling":  # acted when the shaping changed some step's rewards
         out["control"] = "darling"
         out["acted"] = any(r.get("charts/shaped_reward") is not None
                            and abs(r["charts/shaped_reward"] - r.get("charts/reward", 0.0)) > 1e-12 for r in rows)

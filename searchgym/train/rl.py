@@ -177,6 +177,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
              log: Callable[[dict[str, float]], None] | None = None, ref_model: Any = None,
              stop_after: int | None = None,
              shape_rewards: Callable[[int, list[Any], list[float]], list[float]] | None = None,
+             after_update: Callable[[int, Any, Any], dict[str, float] | None] | None = None,
              ) -> list[dict[str, float]]:
     """Train ``model`` in place; ``envs`` holds ``prompts_per_step * group_size`` environments.
 
@@ -185,7 +186,9 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     row)`` may return extra scalars to log (the diversity tracker). ``stop_after`` ends the run after that many
     steps as if killed right after a checkpoint (tests). ``shape_rewards(step, episodes, rewards)`` returns
     the rewards the advantages are computed from (DARLING; must be a pure function of the step's rollouts for
-    exact resume). Returns the metric rows.
+    exact resume). ``after_update(step, model, optimizer)`` runs after each step's policy update, before the
+    checkpoint (periodic SFT refresh through the same, checkpointed optimizer); its scalars are logged.
+    Returns the metric rows.
     """
     import torch
 
@@ -350,6 +353,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
                 gnorm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
                 stats_acc.setdefault("grad_norm", []).append(gnorm)
                 opt.step()
+        extra_upd = after_update(step, model, opt) if after_update is not None else None
         t_upd = time.time() - t1
 
         # ---------------------------------------------------------------- 4. log
@@ -372,6 +376,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         }
         if shape_rewards is not None:
             row["charts/shaped_reward"] = float(rewards.mean())
+        if extra_upd:
+            row.update(extra_upd)
         for key, vals in stats_acc.items():
             prefix = "charts/" if key == "grad_norm" else "losses/"
             row[prefix + key] = float(np.mean(vals))

@@ -52,6 +52,34 @@ def num_steps(args: SFTArgs, n_examples: int) -> int:
     return max(1, int(np.ceil(args.epochs * n_examples / args.batch_size)))
 
 
+def sft_backward(model: Any, batch_eps: Sequence[Any], args: SFTArgs, pad: int) -> float:
+    """Accumulate the gradient of one batch's SFT loss (token-mean over the agent tokens, plus
+    ``context_loss_weight`` x the LM loss on prompt/observation tokens); returns the loss. The caller zeroes
+    gradients and steps the optimizer (train_sft, or an RL arm's periodic SFT refresh)."""
+    from searchgym.train.losses import masked_mean, sft_loss
+    from searchgym.train.rollout import collate, policy_forward
+
+    n_tok = sum(sum(e.mask) for e in batch_eps)
+    loss_sum = 0.0
+    for m in range(0, len(batch_eps), args.micro_batch_size):
+        mb = batch_eps[m:m + args.micro_batch_size]
+        b = collate(mb, pad, args.device)
+        mb_tok = float(b["mask"].sum().item())
+        if args.context_loss_weight > 0:
+            logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"], use_cache=False).logits
+            ctx_mask = b["attention_mask"][:, 1:].float() * (1.0 - b["mask"])
+            agent = sft_loss(logits[:, :-1], b["targets"], b["mask"])
+            loss = (agent + args.context_loss_weight * sft_loss(logits[:, :-1], b["targets"], ctx_mask))
+        else:  # the LM head only on the agent's tokens
+            lp, _, _ = policy_forward(model, b, with_entropy=False)
+            loss = -masked_mean(lp, b["mask"])
+        # token-mean over the whole batch: weight each micro-batch by its share of agent tokens
+        loss = loss * (mb_tok / max(1, n_tok))
+        loss.backward()
+        loss_sum += loss.item()
+    return loss_sum
+
+
 def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs, *, out_dir: str | Path | None = None,
               log: Callable[[dict[str, float]], None] | None = None, resume: bool = False,
               eval_fn: Callable[[int], dict[str, float]] | None = None) -> list[dict[str, float]]:
@@ -63,8 +91,6 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
     import torch
 
     from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
-    from searchgym.train.losses import masked_mean, sft_loss
-    from searchgym.train.rollout import collate, policy_forward
 
     args.validate()
     episodes = [e for e in episodes if sum(e.mask) > 0]
@@ -109,24 +135,7 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
         batch_eps = [episodes[i] for i in batch_indices(step)]
         n_tok = sum(sum(e.mask) for e in batch_eps)
         opt.zero_grad(set_to_none=True)
-        loss_sum = 0.0
-        for m in range(0, len(batch_eps), args.micro_batch_size):
-            mb = batch_eps[m:m + args.micro_batch_size]
-            b = collate(mb, pad, args.device)
-            mb_tok = float(b["mask"].sum().item())
-            if args.context_loss_weight > 0:
-                logits = model(input_ids=b["input_ids"], attention_mask=b["attention_mask"],
-                               use_cache=False).logits
-                ctx_mask = b["attention_mask"][:, 1:].float() * (1.0 - b["mask"])
-                agent = sft_loss(logits[:, :-1], b["targets"], b["mask"])
-                loss = (agent + args.context_loss_weight * sft_loss(logits[:, :-1], b["targets"], ctx_mask))
-            else:  # the LM head only on the agent's tokens
-                lp, _, _ = policy_forward(model, b, with_entropy=False)
-                loss = -masked_mean(lp, b["mask"])
-            # token-mean over the whole batch: weight each micro-batch by its share of agent tokens
-            loss = loss * (mb_tok / max(1, n_tok))
-            loss.backward()
-            loss_sum += loss.item()
+        loss_sum = sft_backward(model, batch_eps, args, pad)
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
         opt.step()
         sched.step()

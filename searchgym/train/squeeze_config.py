@@ -23,6 +23,7 @@ ARM_LABELS = {
     "grpo_clipcov": "GRPO + Clip-Cov",
     "grpo_ent": "GRPO + entropy bonus",
     "grpo_darling": "GRPO + DARLING (reward x distinctness)",
+    "grpo_sft_refresh": "GRPO + periodic SFT refresh",
     "rloo": "RLOO",
     "ppo": "PPO-clip",
 }
@@ -61,6 +62,8 @@ class SqueezeConfig:
     sft_arm_steps_per_step: int | None = None  # continued-SFT optimizer steps per tracked step (None: the RL
     #                                       arms' optimizer steps per rollout batch, so compute is matched)
     kl_coef: float = 0.05                 # grpo_kl: coefficient of KL(pi || SFT start) (low-variance k3)
+    refresh_every: int = 5                # grpo_sft_refresh: SFT steps on demonstrations every N RL steps
+    refresh_steps: int = 2                # ... this many (warm start's lr, loss mix and batch size)
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
     ent_coef: float = 0.01                # entropy-bonus arm coefficient
@@ -111,6 +114,9 @@ class SqueezeConfig:
                               f"batch ({self.rl.prompts_per_step} questions x {self.rl.group_size} samples)")
         if self.sft_arm_steps_per_step is not None and self.sft_arm_steps_per_step < 1:
             raise ConfigError(f"sft_arm_steps_per_step must be >= 1, got {self.sft_arm_steps_per_step}")
+        if self.refresh_every < 1 or self.refresh_steps < 1:
+            raise ConfigError(f"refresh_every and refresh_steps must be >= 1, got {self.refresh_every}, "
+                              f"{self.refresh_steps}")
         if self.kl_coef <= 0 and "grpo_kl" in self.arms:
             raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
         self.rl.validate()
@@ -139,6 +145,8 @@ class SqueezeConfig:
         if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])
             return replace(base, policy_loss="clip_cov", clip_cov_ratio=self.clip_cov_ratio, clip_low=1.0,
                            clip_high=1.0)
+        if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in squeeze_stages.run_rl_arm
+            return base
         if arm == "grpo_darling":  # reward shaped in squeeze_stages.run_rl_arm; DARLING's GRPO has no std
             return replace(base, norm_adv_by_std=False)  # normalisation (literature.md §5.1)
         if arm == "grpo_ent":

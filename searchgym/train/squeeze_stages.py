@@ -303,13 +303,51 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
             return darling_rewards(rewards, query_classes([e.trajectory for e in episodes], templater),
                                    args.group_size)
 
+    refresh = None
+    if arm == "grpo_sft_refresh":
+        refresh = sft_refresh(ctx, tok, seed)
     hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
-                    on_rollouts=on_rollouts, log=log, shape_rewards=shape)
+                    on_rollouts=on_rollouts, log=log, shape_rewards=shape, after_update=refresh)
     tracker.close()
     model.save_pretrained(out_dir / "final_model")
     tok.save_pretrained(out_dir / "final_model")
     ctx.write_meta(out_dir / "final_model")
     return hist
+
+
+def sft_refresh(ctx: Context, tok: Any, seed: int) -> Callable[[int, Any, Any], dict[str, float] | None]:
+    """The periodic-SFT-refresh hook: every ``refresh_every`` RL steps, ``refresh_steps`` SFT steps on fresh
+    diverse demonstrations through the RL optimizer (so its state is checkpointed and resume stays exact), at the
+    warm start's learning rate and loss mix; the batches are a function of (seed, step)."""
+    import torch
+
+    from searchgym.train.sft import sft_backward
+
+    c = ctx.cfg
+    demos = [e for e in make_demos(ctx, tok, max(1, c.demo_passes), seed=2000 + seed)[0] if sum(e.mask) > 0]
+    sargs = replace(c.sft, device=c.device)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
+
+    def hook(step: int, model: Any, opt: Any) -> dict[str, float] | None:
+        if (step + 1) % c.refresh_every:
+            return None
+        rng = np.random.default_rng([seed, step, 23])
+        rl_lrs = [g["lr"] for g in opt.param_groups]
+        losses = []
+        model.train()
+        for g in opt.param_groups:
+            g["lr"] = sargs.learning_rate
+        for _ in range(c.refresh_steps):
+            idx = rng.choice(len(demos), size=min(sargs.batch_size, len(demos)), replace=False)
+            opt.zero_grad(set_to_none=True)
+            losses.append(sft_backward(model, [demos[int(i)] for i in idx], sargs, pad))
+            torch.nn.utils.clip_grad_norm_(model.parameters(), sargs.max_grad_norm)
+            opt.step()
+        for g, lr in zip(opt.param_groups, rl_lrs):
+            g["lr"] = lr
+        return {"losses/sft_refresh": float(np.mean(losses)), "charts/sft_refresh_steps": float(c.refresh_steps)}
+
+    return hook
 
 
 def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list[dict]:
