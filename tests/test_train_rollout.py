@@ -472,3 +472,30 @@ def test_rl_with_sft_refresh_hook_resumes_exactly(setup, tmp_path):
     assert _strip(resumed) == _strip(full)
     for k, v in m3.state_dict().items():
         assert torch.equal(v, m1.state_dict()[k]), k
+
+
+def test_count_bonus_counts_survive_a_resume(setup, tmp_path):
+    """The count bonus is stateful (counts over all training); its counts go into the checkpoint, so a killed
+    and resumed run logs exactly what the uninterrupted one does."""
+    from searchgym.diversity import Templater
+    from searchgym.train.rl import train_rl
+    from searchgym.train.shaping import CountBonus, TemplateCountShaper
+
+    b = CountBonus(0.5)
+    assert b(["q1", "q1", "q2"], [("a",), ("a",), ("a",)], [0, 1, 0]) == pytest.approx(
+        [0.5 / 2 ** 0.5, 1 + 0.5 / 2 ** 0.5, 0.5])
+    assert b(["q2"], [("a",)], [0]) == pytest.approx([0.5 / 2 ** 0.5])  # seen before: a smaller bonus
+    world = setup[0]
+    args = _rl_args()
+    q = _questions(args.prompts_per_step)
+
+    def run(out, **kw):
+        m, t = load(setup)
+        shaper = TemplateCountShaper(Templater(world.titles), 0.5)
+        return train_rl(m, t, make_envs(setup, 6), args, out_dir=out, questions=q, shape_rewards=shaper, **kw), shaper
+
+    full, s_full = run(tmp_path / "full")
+    run(tmp_path / "part", stop_after=2)
+    resumed, s_res = run(tmp_path / "part", resume=True)
+    assert _strip(resumed) == _strip(full)
+    assert s_res.state_dict() == s_full.state_dict() and sum(s_full.bonus.counts.values()) == 4 * 6

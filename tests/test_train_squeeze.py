@@ -86,7 +86,8 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
 def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
     from searchgym.train import squeeze as sq
 
-    cfg = _tiny_cfg(tmp_path / "run", arms=("grpo_sft_refresh", "grpo_darling"), refresh_every=1, refresh_steps=1)
+    cfg = _tiny_cfg(tmp_path / "run", arms=("grpo_sft_refresh", "grpo_darling", "grpo_count"), refresh_every=1,
+                    refresh_steps=1)
     s = sq.run(cfg, log=lambda _: None)
     ctl = s["arms"]["grpo_sft_refresh"]["controls"]
     assert ctl["control"] == "sft_refresh" and ctl["acted"] is True
@@ -96,6 +97,8 @@ def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
     assert [r["charts/sft_refresh_steps"] for r in rows("grpo_sft_refresh")] == [1.0, 1.0]
     assert all("charts/shaped_reward" in r for r in rows("grpo_darling"))
     assert s["arms"]["grpo_darling"]["controls"]["control"] == "darling"
+    assert s["arms"]["grpo_count"]["controls"] == {**s["arms"]["grpo_count"]["controls"], "control": "count_bonus",
+                                                  "acted": True}  # a positive bonus always changes the rewards
 
 
 def test_squeeze_config_errors(tmp_path):

@@ -127,8 +127,8 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
     if arm == "grpo_sft_refresh":  # acted when SFT refresh steps were taken
         out["control"] = "sft_refresh"
         out["acted"] = any(r.get("losses/sft_refresh") is not None for r in rows)
-    elif arm == "grpo_darling":  # acted when the shaping changed some step's rewards
-        out["control"] = "darling"
+    elif arm in ("grpo_darling", "grpo_count"):  # acted when the shaping changed some step's rewards
+        out["control"] = "darling" if arm == "grpo_darling" else "count_bonus"
         out["acted"] = any(r.get("charts/shaped_reward") is not None
                            and abs(r["charts/shaped_reward"] - r.get("charts/reward", 0.0)) > 1e-12 for r in rows)
     elif a.policy_loss in ("clip_cov", "kl_cov"):

@@ -186,7 +186,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     row)`` may return extra scalars to log (the diversity tracker). ``stop_after`` ends the run after that many
     steps as if killed right after a checkpoint (tests). ``shape_rewards(step, episodes, rewards)`` returns
     the rewards the advantages are computed from (DARLING; must be a pure function of the step's rollouts for
-    exact resume). ``after_update(step, model, optimizer)`` runs after each step's policy update, before the
+    exact resume, or an object with ``state_dict``/``load_state_dict``, which the checkpoint then carries).
+    ``after_update(step, model, optimizer)`` runs after each step's policy update, before the
     checkpoint (periodic SFT refresh through the same, checkpointed optimizer); its scalars are logged.
     Returns the metric rows.
     """
@@ -245,6 +246,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             value_head.load_state_dict(c["extra"]["value_head"])
         set_rng_state(c["rng"])
         start, history = int(c["state"]["step"]), list(c["state"]["history"])
+        if hasattr(shape_rewards, "load_state_dict") and (c["extra"] or {}).get("shaper") is not None:
+            shape_rewards.load_state_dict(c["extra"]["shaper"])  # e.g. the count bonus's counts
     sync_metrics(out, history, resumed=start > 0)
 
     def default_questions(step: int) -> list[tuple[int | None, dict | None]]:
@@ -395,7 +398,9 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             save_checkpoint(ckpt, model=model, tokenizer=tokenizer, optimizer=opt,
                             state={"step": step + 1, "history": history, "args": asdict(args), "kind": "rl",
                                    "elapsed_s": time.time() - t_start},
-                            extra={"value_head": value_head.state_dict() if value_head is not None else None})
+                            extra={"value_head": value_head.state_dict() if value_head is not None else None,
+                                   "shaper": shape_rewards.state_dict() if hasattr(shape_rewards, "state_dict")
+                                   else None})
     model.eval()
     return history
 

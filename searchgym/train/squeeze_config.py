@@ -24,6 +24,7 @@ ARM_LABELS = {
     "grpo_ent": "GRPO + entropy bonus",
     "grpo_darling": "GRPO + DARLING (reward x distinctness)",
     "grpo_sft_refresh": "GRPO + periodic SFT refresh",
+    "grpo_count": "GRPO + count bonus (rare templates)",
     "rloo": "RLOO",
     "ppo": "PPO-clip",
 }
@@ -62,6 +63,7 @@ class SqueezeConfig:
     sft_arm_steps_per_step: int | None = None  # continued-SFT optimizer steps per tracked step (None: the RL
     #                                       arms' optimizer steps per rollout batch, so compute is matched)
     kl_coef: float = 0.05                 # grpo_kl: coefficient of KL(pi || SFT start) (low-variance k3)
+    count_coef: float = 0.5               # grpo_count: bonus scale c in r + c*min(1, 1/sqrt(N(question, templates)))
     refresh_every: int = 5                # grpo_sft_refresh: SFT steps on demonstrations every N RL steps
     refresh_steps: int = 2                # ... this many (warm start's lr, loss mix and batch size)
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
@@ -114,6 +116,8 @@ class SqueezeConfig:
                               f"batch ({self.rl.prompts_per_step} questions x {self.rl.group_size} samples)")
         if self.sft_arm_steps_per_step is not None and self.sft_arm_steps_per_step < 1:
             raise ConfigError(f"sft_arm_steps_per_step must be >= 1, got {self.sft_arm_steps_per_step}")
+        if self.count_coef <= 0 and "grpo_count" in self.arms:
+            raise ConfigError(f"the grpo_count arm needs count_coef > 0, got {self.count_coef}")
         if self.refresh_every < 1 or self.refresh_steps < 1:
             raise ConfigError(f"refresh_every and refresh_steps must be >= 1, got {self.refresh_every}, "
                               f"{self.refresh_steps}")
@@ -145,6 +149,8 @@ class SqueezeConfig:
         if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])
             return replace(base, policy_loss="clip_cov", clip_cov_ratio=self.clip_cov_ratio, clip_low=1.0,
                            clip_high=1.0)
+        if arm == "grpo_count":  # GRPO's update; the bonus is added in squeeze_stages.run_rl_arm
+            return base
         if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in squeeze_stages.run_rl_arm
             return base
         if arm == "grpo_darling":  # reward shaped in squeeze_stages.run_rl_arm; DARLING's GRPO has no std

@@ -303,6 +303,11 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
             return darling_rewards(rewards, query_classes([e.trajectory for e in episodes], templater),
                                    args.group_size)
 
+    if arm == "grpo_count":  # UCB-style bonus on rarely used query-template sequences per question
+        from searchgym.diversity import Templater
+        from searchgym.train.shaping import TemplateCountShaper
+
+        shape = TemplateCountShaper(Templater(ctx.world.titles), c.count_coef)
     refresh = None
     if arm == "grpo_sft_refresh":
         refresh = sft_refresh(ctx, tok, seed)
