@@ -3,16 +3,23 @@
 The experiment, end to end on the embedded world (CPU, minutes) or with any HF causal LM (GPU):
 
 1. build the procedural world and its BM25 index;
-2. train a tokenizer and a tiny LM on the world (or load ``--model``);
+2. train a tokenizer and a tiny LM on the world (or load ``--model``), and pretrain the tiny LM as a causal LM
+   on the world's passages and train question/answer text (``cfg.pretrain``);
 3. record demonstrations from the ``diverse`` heuristic agent (a seeded mix of query strategies) against the
    real environment, keep the successful ones, and warm-start the LM with SFT on them;
-4. from that checkpoint run the arms, each with >= 1 seed: continued SFT on fresh diverse demonstrations,
-   GRPO, GRPO + KL-Cov (and GRPO + Clip-Cov, GRPO + entropy bonus in the default budget). Every arm's
-   rollouts feed a ``DiversityTracker``;
-5. evaluate the SFT start and every arm on the train split and the shift splits (k samples per question:
-   success, pass@k, success per family, query-template entropy);
-6. write ``report.md`` / ``report.html`` with plots, and ``summary.json`` with the headline numbers
-   (:func:`headline` turns it into the README's markdown).
+4. evaluate the SFT start on the train pool, unseen test questions and every shift split (held-out splits at
+   one equal size); the competence gate (test success >= ``cfg.competence_gate``) decides whether the LM
+   findings are usable (the run goes on either way, and says so);
+5. from that checkpoint run the arms (``squeeze_config.ARM_LABELS``), each with >= 1 seed: continued SFT (the
+   warm start's recipe, as many optimizer steps as an RL arm), GRPO, + KL to the SFT start, + KL-Cov,
+   + Clip-Cov, + entropy bonus (opt-in: DARLING, count bonus, periodic SFT refresh, RLOO, PPO). Every RL arm
+   takes ``cfg.minibatches`` optimizer steps per rollout batch so the ratio-based controls act; every arm's
+   rollouts feed a ``DiversityTracker``; each arm is evaluated like the start;
+6. write ``report.md`` / ``report.html`` with plots, and ``summary.json`` (whether each control acted, the
+   competence gate, CIs over seeds); :func:`headline` turns it into markdown (the CLI can put it in a README).
+
+Stages live in :mod:`~searchgym.train.squeeze_stages`, the configuration in
+:mod:`~searchgym.train.squeeze_config`.
 
 Every stage writes its outputs atomically and is skipped by ``--resume`` when done; an RL or SFT arm that was
 interrupted continues from its last checkpoint.
