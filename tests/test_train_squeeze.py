@@ -251,3 +251,22 @@ def test_darling_rewards_quality_times_distinctness():
     assert darling_rewards([1, 1], [("q",), ("q",)], 2) == pytest.approx([0.1, 0.1])  # Div 0, floored at 0.1
     with pytest.raises(ConfigError):
         darling_rewards([1, 0, 1], ["a", "b", "c"], 2)
+
+
+def test_diff_ci_welch_and_no_detectable_difference():
+    from scipy import stats
+
+    from searchgym.train.report import comparison_lines, comparisons, diff_ci
+
+    a, b = [0.30, 0.35, 0.32, 0.31], [0.10, 0.12, 0.15, 0.11]
+    d = diff_ci(a, b)
+    lo, hi = stats.ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d["ci"] == pytest.approx([lo, hi]) and d["detectable"] is True and d["mde"] > 0
+    same = diff_ci([0.1, 0.3, 0.2], [0.2, 0.1, 0.3])
+    assert same["ci"][0] < 0 < same["ci"][1] and same["detectable"] is False
+    assert diff_ci([0.5], [0.1, 0.2])["ci"] is None  # one seed: no interval
+    arms = {"sft": {"label": "SFT", "test_success": {"values": [0.1, 0.3, 0.2]}},
+            "grpo": {"label": "GRPO", "test_success": {"values": [0.2, 0.1, 0.3]}}}
+    summ = {"arms": arms, "comparisons": comparisons(arms)}
+    (line,) = comparison_lines(summ)
+    assert line.startswith("- GRPO − continued SFT: test success +0.000") and "no detectable difference" in line

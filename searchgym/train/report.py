@@ -146,6 +146,77 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
     return out
 
 
+def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+    """Difference of means ``mean(a) - mean(b)`` over seeds with a 95% Welch interval, and the minimum
+    detectable effect at ``power`` (two-sided ``alpha``); ``detectable`` is False when the interval covers 0.
+    With fewer than 2 seeds on a side there is no interval (None)."""
+    a = [float(x) for x in a if x is not None]
+    b = [float(x) for x in b if x is not None]
+    out: dict[str, Any] = {"diff": (float(np.mean(a)) - float(np.mean(b))) if a and b else None,
+                           "ci": None, "mde": None, "detectable": None, "n": [len(a), len(b)]}
+    if len(a) < 2 or len(b) < 2:
+        return out
+    from scipy.stats import t
+
+    va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        out.update(ci=[out["diff"], out["diff"]], mde=0.0, detectable=out["diff"] != 0)
+        return out
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    h = float(t.ppf(1 - alpha / 2, df)) * se
+    out["ci"] = [out["diff"] - h, out["diff"] + h]
+    out["mde"] = (float(t.ppf(1 - alpha / 2, df)) + float(t.ppf(power, df))) * se
+    out["detectable"] = not (out["ci"][0] <= 0 <= out["ci"][1])
+    return out
+
+
+COMPARED = (("test_success", "test success"), ("slot_entropy", "template entropy (slot)"),
+            ("well_formed_slot_entropy", "template entropy, well-formed queries"))
+
+
+def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every RL arm against continued SFT on the compared figures (and mean shift success), per-seed values."""
+    if "sft" not in arms:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    sft = arms["sft"]
+    for arm, b in arms.items():
+        if arm == "sft":
+            continue
+        row = {key: diff_ci((b.get(key) or {}).get("values", []), (sft.get(key) or {}).get("values", []))
+               for key, _ in COMPARED}
+        for split, ms in (b.get("shift") or {}).items():
+            row[f"shift:{split}"] = diff_ci(ms.get("values", []), ((sft.get("shift") or {}).get(split) or {})
+                                            .get("values", []))
+        out[f"{arm}_vs_sft"] = row
+    return out
+
+
+def comparison_lines(summary: dict[str, Any]) -> list[str]:
+    """Headline lines: each arm minus continued SFT with its 95% CI and MDE; 'no detectable difference' when
+    the interval covers 0."""
+    comp = summary.get("comparisons") or {}
+    out = []
+    for key, row in comp.items():
+        arm = key[: -len("_vs_sft")]
+        label = summary["arms"][arm]["label"]
+        parts = []
+        for fig, name in COMPARED:
+            d = row.get(fig) or {}
+            if d.get("diff") is None:
+                continue
+            if d.get("ci") is None:
+                parts.append(f"{name} {d['diff']:+.3f} (one seed: no interval)")
+            else:
+                verdict = "" if d["detectable"] else ", no detectable difference"
+                parts.append(f"{name} {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] "
+                             f"(MDE {d['mde']:.3f}{verdict})")
+        if parts:
+            out.append(f"- {label} − continued SFT: " + "; ".join(parts) + ".")
+    return out
+
+
 def competence(cfg: Any, start_eval: dict) -> dict[str, Any]:
     """The competence gate: the SFT start's success on unseen test questions must reach ``cfg.competence_gate``
     for the LM findings to mean anything (None when the run evaluated no test split)."""
@@ -238,6 +309,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         "arms": arms,
         "findings": findings,
         "competence": comp,
+        "comparisons": comparisons(arms),
     }
 
 
@@ -392,6 +464,7 @@ def findings_text(summary: dict[str, Any]) -> list[str]:
         no = [summary["arms"][a]["label"] for a, v in improves.items() if not v]
         out.append(f"- RL improves train success over its SFT start in {len(yes)} of {len(improves)} RL arms"
                    + (f" (not: {', '.join(no)})." if no else "."))
+    out.extend(comparison_lines(summary))
     out.extend(_shift_finding(summary))
     return out
 
