@@ -193,6 +193,14 @@ def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _verdict_note(summary: dict[str, Any], arm: str, fig: str) -> str:
+    """What the seeds allow one to say of ``arm`` minus continued SFT on ``fig``."""
+    d = ((summary.get("comparisons") or {}).get(f"{arm}_vs_sft") or {}).get(fig) or {}
+    if d.get("ci") is None:
+        return " — fewer than 2 seeds per arm: no interval, not a finding"
+    return "" if d["detectable"] else " — but the 95% CI covers 0: no detectable difference"
+
+
 def comparison_lines(summary: dict[str, Any]) -> list[str]:
     """Headline lines: each arm minus continued SFT with its 95% CI and MDE; 'no detectable difference' when
     the interval covers 0."""
@@ -457,7 +465,7 @@ def findings_text(summary: dict[str, Any]) -> list[str]:
             "does not squeeze the query templates more than"
         out.append(f"- In this run GRPO {verdict} continued SFT (template-entropy change "
                    f"{_f(f['grpo']['slot_entropy_delta'])} vs {_f(f['sft']['slot_entropy_delta'])} nats; "
-                   f"{g['seeds']} vs {s['seeds']} seed(s)).")
+                   f"{g['seeds']} vs {s['seeds']} seed(s))" + _verdict_note(summary, "grpo", "slot_entropy") + ".")
     improves = f.get("rl_improves_train_reward") or {}
     if improves:
         yes = [summary["arms"][a]["label"] for a, v in improves.items() if v]
