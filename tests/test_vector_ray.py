@@ -60,3 +60,20 @@ def test_ray_vector_env_bad_arguments(ray_session):
         RayVectorEnv(2, num_workers=3)
     with pytest.raises(ConfigError, match="top_k"):
         RayVectorEnv(2, num_workers=1, top_k=0)
+
+
+def test_ray_vector_env_caps_unpopped_trajectories_in_bytes(ray_session):
+    from searchgym.envs.vector import trajectory_nbytes
+
+    cap = 200_000
+    rvec = RayVectorEnv(4, num_workers=2, max_turns=1, max_finished_bytes=cap)
+    try:
+        rvec.reset(seed=0)
+        action = "t" * 30_000 + "<answer> a </answer>"
+        for _ in range(10):
+            rvec.step([action] * 4)  # every other step ends 4 episodes: 20 in all, ~32 kB each
+        trajs = rvec.pop_finished_trajectories()
+        assert trajs and sum(trajectory_nbytes(t) for t in trajs) <= cap
+        assert rvec.dropped_trajectories > 0 and len(trajs) + rvec.dropped_trajectories == 20
+    finally:
+        rvec.close()

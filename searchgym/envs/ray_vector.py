@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,7 +23,7 @@ from gymnasium.vector.utils import batch_space
 
 from searchgym.envs.env import MAX_ACTION_CHARS, MAX_OBSERVATION_CHARS
 from searchgym.envs.spaces import UnicodeText
-from searchgym.envs.vector import stack_infos
+from searchgym.envs.vector import FinishedTrajectories, stack_infos
 from searchgym.errors import ConfigError
 from searchgym.trajectory import Trajectory
 
@@ -72,7 +71,8 @@ class RayVectorEnv(VectorEnv):
         worker_options: ``.options()`` of each actor (default ``{"num_cpus": 0}`` so that actors never
             wait for free CPUs on a small machine; ask for real CPUs on a cluster).
         autoreset_mode: as SearchVectorEnv (default next-step).
-        max_finished: finished trajectories kept for ``pop_finished_trajectories`` (oldest dropped beyond).
+        max_finished, max_finished_bytes: finished trajectories kept for ``pop_finished_trajectories``, at
+            most this many and this many (estimated) bytes; the oldest are dropped beyond (``dropped_trajectories``).
         **env_kwargs: SearchEnv's arguments (must be picklable; Ray uses cloudpickle).
 
     Example::
@@ -86,7 +86,7 @@ class RayVectorEnv(VectorEnv):
     def __init__(self, num_envs: int = 1, *, num_workers: int | None = None, address: str | None = None,
                  ray_init_kwargs: dict[str, Any] | None = None, worker_options: dict[str, Any] | None = None,
                  autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP, max_finished: int = 10_000,
-                 **env_kwargs: Any):
+                 max_finished_bytes: int = 256 << 20, **env_kwargs: Any):
         import ray
 
         if not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
@@ -120,7 +120,7 @@ class RayVectorEnv(VectorEnv):
         self._bounds = np.cumsum([0, *sizes]).tolist()
         actor_cls = ray.remote(_Worker).options(**(worker_options or {"num_cpus": 0}))
         self._workers = [actor_cls.remote(n, mode.value, env_kwargs) for n in sizes]
-        self._finished: deque[Trajectory] = deque(maxlen=max(0, int(max_finished)))
+        self._finished = FinishedTrajectories(max_finished, max_finished_bytes)
         self.closed = False
         # Surface construction errors (bad kwargs) here, with their own type, rather than on the first step.
         errors = [e for e in ray.get([w.ready.remote() for w in self._workers]) if e is not None]
@@ -174,8 +174,8 @@ class RayVectorEnv(VectorEnv):
             terms.append(te)
             truncs.append(tr)
             infos.extend(inf)
-            if self._finished.maxlen:
-                self._finished.extend(done)
+            for traj in done:
+                self._finished.add(traj)
         return (tuple(obs), np.concatenate(rewards), np.concatenate(terms), np.concatenate(truncs),
                 stack_infos(infos, self.num_envs))
 
@@ -183,9 +183,11 @@ class RayVectorEnv(VectorEnv):
         self._ray.get([w.set_agent.remote(agent, policy_step) for w in self._workers])
 
     def pop_finished_trajectories(self) -> list[Trajectory]:
-        out = list(self._finished)
-        self._finished.clear()
-        return out
+        return self._finished.pop_all()
+
+    @property
+    def dropped_trajectories(self) -> int:
+        return self._finished.dropped
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         parts = self._ray.get([w.call.remote(name, args, kwargs) for w in self._workers])

@@ -101,6 +101,48 @@ def trajectory_nbytes(traj: Trajectory) -> int:
     return 4 * chars + 512 + 256 * len(traj.steps)
 
 
+
+class FinishedTrajectories:
+    """Finished trajectories waiting to be popped, bounded in count and in (estimated) bytes.
+
+    Beyond either bound the oldest are dropped and counted in ``dropped``, so a loop that never pops cannot
+    grow without bound. ``max_count=0`` keeps none."""
+
+    def __init__(self, max_count: int = 10_000, max_bytes: int = 256 << 20):
+        self._items: deque[Trajectory] = deque(maxlen=max(0, int(max_count)))
+        self._sizes: deque[int] = deque()
+        self.nbytes = 0
+        self.max_bytes = max(0, int(max_bytes))
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _drop_oldest(self) -> None:
+        self._items.popleft()
+        self.nbytes -= self._sizes.popleft()
+        self.dropped += 1
+
+    def add(self, traj: Trajectory) -> None:
+        if not self._items.maxlen:
+            return
+        size = trajectory_nbytes(traj)
+        if len(self._items) == self._items.maxlen:
+            self._drop_oldest()
+        while self._items and self.nbytes + size > self.max_bytes:
+            self._drop_oldest()
+        self._items.append(traj)
+        self._sizes.append(size)
+        self.nbytes += size
+
+    def pop_all(self) -> list[Trajectory]:
+        out = list(self._items)
+        self._items.clear()
+        self._sizes.clear()
+        self.nbytes = 0
+        return out
+
+
 class SearchVectorEnv(VectorEnv):
     """``num_envs`` SearchEnv episodes in one process, sharing one retriever, batched per step.
 
@@ -155,11 +197,7 @@ class SearchVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self._needs_reset = np.zeros(self.num_envs, dtype=np.bool_)
-        self._finished: deque[Trajectory] = deque(maxlen=max(0, int(max_finished)))
-        self._finished_sizes: deque[int] = deque()
-        self._finished_bytes = 0
-        self.max_finished_bytes = max(0, int(max_finished_bytes))
-        self.dropped_trajectories = 0
+        self._finished = FinishedTrajectories(max_finished, max_finished_bytes)
         self._agent: str | None = None
         self._policy_step: int | None = None
 
@@ -270,34 +308,21 @@ class SearchVectorEnv(VectorEnv):
         self._agent, self._policy_step = agent, policy_step
 
     def _keep_finished(self, traj: Trajectory) -> None:
-        fin, sizes = self._finished, self._finished_sizes
-        if not fin.maxlen:  # max_finished=0: keep none
-            return
-        size = trajectory_nbytes(traj)
-        if len(fin) == fin.maxlen:
-            fin.popleft()
-            self._finished_bytes -= sizes.popleft()
-            self.dropped_trajectories += 1
-        while fin and self._finished_bytes + size > self.max_finished_bytes:
-            fin.popleft()
-            self._finished_bytes -= sizes.popleft()
-            self.dropped_trajectories += 1
-        fin.append(traj)
-        sizes.append(size)
-        self._finished_bytes += size
+        self._finished.add(traj)
+
+    @property
+    def dropped_trajectories(self) -> int:
+        """Finished trajectories dropped because nobody popped them in time (count or byte cap)."""
+        return self._finished.dropped
 
     @property
     def finished_bytes(self) -> int:
         """Estimated bytes of the trajectories waiting in :meth:`pop_finished_trajectories`."""
-        return self._finished_bytes
+        return self._finished.nbytes
 
     def pop_finished_trajectories(self) -> list[Trajectory]:
         """The Trajectory of every episode finished since the last call, in finishing order."""
-        out = list(self._finished)
-        self._finished.clear()
-        self._finished_sizes.clear()
-        self._finished_bytes = 0
-        return out
+        return self._finished.pop_all()
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         out = []
