@@ -42,6 +42,13 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                                     "batch in every RL arm (default 4; 1 = the "
                                                                     "ratio never moves, Clip-/KL-Cov cannot act)."),
         threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
+        strategy_seeds: int = typer.Option(None, "--strategy-seeds", help="Seeds per arm of the strategy-policy "
+                                                                          "stage (default 20; --quick: 10; 0 "
+                                                                          "disables it)."),
+        strategy_arms: str = typer.Option(None, "--strategy-arms", help="Comma-separated arms of the strategy-"
+                                                                        "policy stage (default: all 9)."),
+        strategy_steps: int = typer.Option(None, "--strategy-steps", help="RL steps of the strategy-policy "
+                                                                          "stage (default 60)."),
         headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
                                                                 "OUT/summary.json."),
         readme: str = typer.Option(None, "--readme", help="Also write the headline into this README, between its "
@@ -69,7 +76,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         try:
             cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
                                           resume=resume, arms=_arms(arms), threads=threads,
-                                          minibatches=minibatches)
+                                          minibatches=minibatches, strategy_seeds=strategy_seeds,
+                                          strategy_arms=_arms(strategy_arms), strategy_steps=strategy_steps)
             if steps:
                 cfg.rl = replace(cfg.rl, total_steps=int(steps))
             if model is not None:  # a real LM: its own learning rates and context

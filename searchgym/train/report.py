@@ -406,6 +406,10 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     splits = ["train", *[s for s in SHIFT_SPLITS if s in summary["start"]["shift"]]]
     bars(splits, lambda b, s: b["train_success"] if s == "train" else b["shift"].get(s), "shift.png",
          "Success on the train and shift splits", "success (mean over seeds, bar = sd)", with_err=True)
+    if summary.get("strategy_policy"):
+        from searchgym.train.squeeze_strategy import strategy_plots
+
+        strategy_plots(summary["strategy_policy"], out, save)
     return images
 
 
@@ -520,8 +524,21 @@ def headline_markdown(summary: dict[str, Any]) -> str:
         *headline_table(summary),
         "",
         *findings_text(summary),
+        *_strategy_section(summary),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _strategy_section(summary: dict[str, Any]) -> list[str]:
+    """The strategy-policy table and its computed findings (absent when the stage was disabled)."""
+    block = summary.get("strategy_policy")
+    if not block:
+        return []
+    from searchgym.train.squeeze_strategy import strategy_findings, strategy_table
+
+    return ["", (f"**Strategy policy** (one heuristic query strategy chosen per question; exact success; "
+                 f"{block['seeds']} seeds per arm, mean ± 95% CI; env preset `{block['preset']}`):"), "",
+            *strategy_table(block), "", *strategy_findings(block)]
 
 
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:

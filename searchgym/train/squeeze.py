@@ -2,6 +2,9 @@
 
 The experiment, end to end on the embedded world (CPU, minutes) or with any HF causal LM (GPU):
 
+0. the strategy policy (:mod:`~searchgym.train.strategy_policy`, seconds; ``cfg.strategy_seeds`` seeds, 0
+   skips it): a small policy picks one heuristic query strategy per question, SFT start vs every arm, exact
+   success and strategy entropy with 95% CIs (``strategy_policy.json``, the summary's ``strategy_policy``);
 1. build the procedural world and its BM25 index;
 2. train a tokenizer and a tiny LM on the world (or load ``--model``), and pretrain the tiny LM as a causal LM
    on the world's passages and train question/answer text (``cfg.pretrain``);
@@ -76,7 +79,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     if out.exists() and not cfg.resume:
         # a fresh run: remove what an older run left (only our own sub-directories and files)
         for name in ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
-                     "report.html", "config.json", "stages.json"):
+                     "report.html", "config.json", "stages.json", "strategy_policy.json"):
             p = out / name
             if p.is_dir():
                 shutil.rmtree(p)
@@ -96,6 +99,10 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         _write_json(stages_path, stages)
 
     _write_json(out / "config.json", asdict(cfg))
+    # ---- 0. the strategy policy: exact and fast, so first (reused on --resume when its settings match)
+    from searchgym.train.squeeze_strategy import run_strategy_stage
+
+    strategy_res = run_strategy_stage(cfg, out, log)
     log(f"[1/6] world: {cfg.n_entities} entities, BM25 index")
     t0 = time.time()
     ctx = Context(cfg, log)
@@ -197,6 +204,11 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     summary = build_summary(cfg, out, start_eval, arm_results, n_params=n_params,
                             wall_s=prior_s + time.time() - t_start, stages=stages)
     summary["resumed"] = bool(prior_s)
+    from searchgym.train.squeeze_strategy import strategy_block
+
+    block = strategy_block(strategy_res)
+    if block is not None:
+        summary["strategy_policy"] = block
     _write_json(out / "summary.json", summary)
     write_report(summary, out)
     summary["wall_s"] = prior_s + time.time() - t_start

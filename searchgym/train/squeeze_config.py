@@ -76,6 +76,11 @@ class SqueezeConfig:
     competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM
     #                                       findings are marked unusable (the run still finishes)
     resume: bool = False                  # skip finished stages, continue interrupted arms
+    strategy_seeds: int = 20              # strategy-policy stage (run first; strategy_policy.py): seeds per arm,
+    #                                       0 disables it
+    strategy_arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov",
+                                      "grpo_count", "grpo_darling", "grpo_sft_refresh")
+    strategy_steps: int = 60              # its RL steps per arm
 
     @classmethod
     def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
@@ -89,7 +94,7 @@ class SqueezeConfig:
                                    warmup_steps=10, context_loss_weight=0.5),
                        rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
-                       eval_questions=32, eval_shift_questions=12, eval_samples=4)
+                       eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10)
         else:
             base = cls()
         for k, v in overrides.items():
@@ -123,6 +128,16 @@ class SqueezeConfig:
                               f"{self.refresh_steps}")
         if self.kl_coef <= 0 and "grpo_kl" in self.arms:
             raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
+        if self.strategy_seeds < 0:
+            raise ConfigError(f"--strategy-seeds must be >= 0 (0 disables the stage), got {self.strategy_seeds}")
+        if self.strategy_seeds:
+            from searchgym.train.strategy_policy import ARMS as STRATEGY_ARMS
+
+            bad = [a for a in self.strategy_arms if a not in STRATEGY_ARMS]
+            if bad or not self.strategy_arms:
+                raise ConfigError(f"--strategy-arms: unknown or no arm(s) {bad}; choose from {list(STRATEGY_ARMS)}")
+            if self.strategy_steps < 1:
+                raise ConfigError(f"--strategy-steps must be >= 1, got {self.strategy_steps}")
         self.rl.validate()
         self.sft.validate()
         self.pretrain.validate()
