@@ -37,7 +37,8 @@ def main() -> None:
 
     from searchgym.retrieval import build_index, load_index
     from searchgym.retrieval.bm25 import validate_bm25s_arrays
-    from searchgym.retrieval.index import file_checksum, read_manifest
+    from searchgym.retrieval.checksums import file_checksum
+    from searchgym.retrieval.index import read_manifest
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         t = time.perf_counter()

@@ -260,8 +260,8 @@ def cached_embeddings(passages: Sequence[Passage], *, key: Mapping[str, Any], mo
     fingerprint; it is written atomically with a checksum, and an unreadable or damaged entry is recomputed
     (with a warning), never fatal. Caching is skipped when :func:`cache_dir` is None or not writable.
     """
+    from searchgym.retrieval.checksums import default_checksum_algorithm, file_checksum
     from searchgym.retrieval.corpus import corpus_fingerprint
-    from searchgym.retrieval.index import default_checksum_algorithm, file_checksum
 
     full = {"v": 1, **dict(key), **_encoder_identity(model), "corpus": corpus_fingerprint(passages)}
     digest = hashlib.sha256(json.dumps(full, sort_keys=True, default=str).encode()).hexdigest()[:32]

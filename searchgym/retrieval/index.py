@@ -47,6 +47,7 @@ from searchgym.errors import (
 )
 from searchgym.fsmode import current_umask
 from searchgym.retrieval.base import Passage
+from searchgym.retrieval.checksums import default_checksum_algorithm, file_checksum, hasher
 from searchgym.retrieval.corpus import corpus_fingerprint, load_corpus
 
 FORMAT = "searchgym-index"
@@ -56,7 +57,6 @@ PASSAGES = "passages.parquet"
 BM25_KEYS = {"k1", "b", "method", "stopwords", "stemmer", "lowercase", "backend", "n_threads"}
 DENSE_KEYS = {"hnsw_m", "ef_search", "ef_construction", "batch_size", "device"}
 log = logging.getLogger(__name__)
-_CHUNK = 1 << 22
 
 
 def _rebuild_hint(path: Path | str) -> str:
@@ -132,37 +132,6 @@ def read_passages(path: Path) -> list[Passage]:
 
 def _file_sizes(root: Path) -> dict[str, int]:
     return {str(f.relative_to(root)): f.stat().st_size for f in sorted(root.rglob("*")) if f.is_file()}
-
-
-def _hasher(algorithm: str):
-    if algorithm == "xxh3_128":
-        import xxhash
-
-        return xxhash.xxh3_128()
-    if algorithm == "blake2b":
-        import hashlib
-
-        return hashlib.blake2b(digest_size=16)
-    raise KeyError(algorithm)
-
-
-def default_checksum_algorithm() -> str:
-    try:
-        import xxhash  # noqa: F401
-    except ImportError:
-        return "blake2b"
-    return "xxh3_128"
-
-
-def file_checksum(path: Path, algorithm: str) -> str:
-    """Hex digest of a file, read in 4 MiB chunks (bounded memory for any file size)."""
-    h = _hasher(algorithm)
-    buf = bytearray(_CHUNK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buf):
-            h.update(view[:n])
-    return h.hexdigest()
 
 
 def _checksums(root: Path, files: dict[str, int]) -> dict[str, Any]:
@@ -317,7 +286,7 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
                 or set(ck["files"]) != set(files)):
             raise bad("'checksums' must hold one checksum per file in 'files'")
         try:
-            _hasher(ck.get("algorithm"))
+            hasher(ck.get("algorithm"))
         except (KeyError, ImportError, TypeError):
             raise bad(f"unknown checksum algorithm {ck.get('algorithm')!r} (xxh3_128 needs: pip install xxhash)") \
                 from None
