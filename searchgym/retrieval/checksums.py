@@ -8,7 +8,7 @@ from typing import Any
 _CHUNK = 1 << 22
 
 
-def hasher(algorithm: str):
+def hasher(algorithm: str) -> Any:
     """A fresh hash object for ``algorithm``; KeyError for an unknown name, ImportError without xxhash."""
     if algorithm == "xxh3_128":
         import xxhash
