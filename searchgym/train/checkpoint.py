@@ -266,5 +266,4 @@ def _load_legacy(p: Path) -> Any:
         raise CheckpointError(
             f"checkpoint {p} is in the old extra.pt (pickle) format and holds objects that cannot be loaded "
             f"safely ({type(e).__name__}: {str(e)[:200]}); it is not unpickled, since a tampered run directory "
-            "could run code. Start the run again (or load it yourself with torch.load(weights_only=False) "
-            "if you trust it and re-save with this searchgym)") from None
+            "could run code. Start the run again without --resume (the checkpoints it writes hold no pickle)") from None
