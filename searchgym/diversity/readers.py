@@ -1213,6 +1213,14 @@ class _BadRecord(Exception):
         self.reason = reason
 
 
+def _skip_or_raise(exc: _BadRecord, where: str, stats: ReadStats, lenient: bool) -> None:
+    """Count a bad record as skipped (``lenient``) or raise it as a ``TrajectoryFormatError`` naming ``where``."""
+    if not lenient:
+        raise TrajectoryFormatError(f"{where}: {exc}") from None
+    stats.skipped_lines += 1
+    stats.skipped_reasons[exc.reason] += 1
+
+
 def _decode(raw: bytes) -> Any:
     try:
         text = raw.decode("utf-8-sig")  # a byte-order mark is not JSON
@@ -1274,11 +1282,8 @@ def _records(path: Path, stats: ReadStats, lenient: bool, *, unwrap: bool = True
             try:
                 val = _decode(raw)
             except _BadRecord as exc:
-                if lenient:
-                    stats.skipped_lines += 1
-                    stats.skipped_reasons[exc.reason] += 1
-                    continue
-                raise TrajectoryFormatError(f"{path}, line {lineno}: {exc}") from None
+                _skip_or_raise(exc, f"{path}, line {lineno}", stats, lenient)
+                continue
             if unwrap and lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
                 recs = _unwrap(val)
                 if recs is not None and len(recs) > 1:
@@ -1548,11 +1553,8 @@ def _read_records(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: boo
                 except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
                     raise _BadRecord("unexpected structure", f"unexpected structure ({exc})") from None
             except _BadRecord as exc:
-                if lenient:
-                    stats.skipped_lines += 1
-                    stats.skipped_reasons[exc.reason] += 1
-                    continue
-                raise TrajectoryFormatError(f"{f}, {kind} {n}: {exc}") from None
+                _skip_or_raise(exc, f"{f}, {kind} {n}", stats, lenient)
+                continue
     except _NotJSON:
         raise TrajectoryFormatError(f"{f} is not JSON; format {fmt!r} reads JSON records (plain-text ReAct logs: "
                                     "--format react-log)") from None

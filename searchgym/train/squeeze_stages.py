@@ -69,6 +69,19 @@ class Context:
         write_prompt_meta(model_dir, self.prompt, max_turns=c.max_turns, top_k=c.top_k,
                           passage_chars=c.passage_chars)
 
+    def save_model(self, model: Any, tok: Any, model_dir: Path) -> None:
+        """Save model, tokenizer and prompt settings to ``model_dir`` atomically (a temp dir renamed into place)."""
+        import os
+        import shutil
+
+        tmp = model_dir.with_name(f".{model_dir.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        self.write_meta(tmp)
+        shutil.rmtree(model_dir, ignore_errors=True)
+        os.replace(tmp, model_dir)
+
     def envs(self, n: int, split: str = "train") -> list[Any]:
         from searchgym.envs.env import SearchEnv
 
@@ -106,9 +119,6 @@ def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[li
 def pretrain_stage(ctx: Context, model: Any, tok: Any, pre_dir: Path) -> dict[str, Any]:
     """Causal-LM pretraining of the tiny LM on the world (resumable); the result goes to ``pre_dir/model``
     (atomically). Returns the stage's record for ``stages.json``."""
-    import os
-    import shutil
-
     from searchgym.train.pretrain import pretrain_texts, train_pretrain
 
     cfg, log = ctx.cfg, ctx.log
@@ -122,13 +132,7 @@ def pretrain_stage(ctx: Context, model: Any, tok: Any, pre_dir: Path) -> dict[st
 
     hist = train_pretrain(model, tok, pretrain_texts(ctx.world, TINY_PROMPT), replace(cfg.pretrain, device=cfg.device),
                           out_dir=pre_dir, resume=cfg.resume, log=plog)
-    tmp = pre_dir / ".model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    ctx.write_meta(tmp)
-    shutil.rmtree(pre_dir / "model", ignore_errors=True)
-    os.replace(tmp, pre_dir / "model")
+    ctx.save_model(model, tok, pre_dir / "model")
     log(f"      pretraining {len(hist)} steps, LM loss {hist[0]['losses/lm']:.3f} -> {hist[-1]['losses/lm']:.3f} "
         f"({time.time() - t0:.1f}s)")
     return {"steps": len(hist), "first_loss": hist[0]["losses/lm"], "final_loss": hist[-1]["losses/lm"],
@@ -138,9 +142,6 @@ def pretrain_stage(ctx: Context, model: Any, tok: Any, pre_dir: Path) -> dict[st
 def warm_start(ctx: Context, model: Any, tok: Any, sft_dir: Path) -> dict[str, Any]:
     """Record the diverse agent's demonstrations and SFT ``model`` on them (resumable); the result goes to
     ``sft_dir/model`` (atomically). Returns the stage's record for ``stages.json``."""
-    import os
-    import shutil
-
     from searchgym.train.sft import train_sft
     from searchgym.trajectory import write_trajectories
 
@@ -161,13 +162,7 @@ def warm_start(ctx: Context, model: Any, tok: Any, sft_dir: Path) -> dict[str, A
 
     hist = train_sft(model, tok, demos, replace(cfg.sft, seed=0, device=cfg.device), out_dir=sft_dir,
                      resume=cfg.resume, log=sft_log)
-    tmp = sft_dir / ".model.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    ctx.write_meta(tmp)
-    shutil.rmtree(sft_dir / "model", ignore_errors=True)
-    os.replace(tmp, sft_dir / "model")
+    ctx.save_model(model, tok, sft_dir / "model")
     log(f"      SFT {len(hist)} steps, loss {hist[0]['losses/sft']:.3f} -> {hist[-1]['losses/sft']:.3f} "
         f"({time.time() - t0:.1f}s)")
     return {**dstats, "steps": len(hist), "final_loss": hist[-1]["losses/sft"], "time_s": time.time() - t0}
@@ -314,9 +309,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
                     on_rollouts=on_rollouts, log=log, shape_rewards=shape, after_update=refresh)
     tracker.close()
-    model.save_pretrained(out_dir / "final_model")
-    tok.save_pretrained(out_dir / "final_model")
-    ctx.write_meta(out_dir / "final_model")
+    ctx.save_model(model, tok, out_dir / "final_model")
     return hist
 
 
@@ -406,9 +399,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
                    device=c.device, warmup_steps=1)
     hist = train_sft(model, tok, demos, args, out_dir=out_dir, resume=c.resume, eval_fn=track)
     tracker.close()
-    model.save_pretrained(out_dir / "final_model")
-    tok.save_pretrained(out_dir / "final_model")
-    ctx.write_meta(out_dir / "final_model")
+    ctx.save_model(model, tok, out_dir / "final_model")
     # rows in the RL arms' shape: one per tracked step
     rows = []
     for r in hist:
