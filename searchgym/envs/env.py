@@ -358,8 +358,9 @@ class SearchEnv(gym.Env[str, Any]):
             "num_invalid": self._num_invalid, "step": self._t, "family": self._family, "error": p.error,
         }
         # The record keeps its own lists: callers may mutate the info they get.
-        step_rec = Step(action=clip_action(p.raw, self.record_action_chars), kind=kind, query=info["query"], doc_ids=doc_ids[:], gold_hit=gold_hit,
-                        reward=reward, queries=queries[:], titles=titles[:])
+        recorded_action = clip_action(p.raw, self.record_action_chars)
+        step_rec = Step(action=recorded_action, kind=kind, query=info["query"], doc_ids=doc_ids[:],
+                        gold_hit=gold_hit, reward=reward, queries=queries[:], titles=titles[:])
         if p.error:
             step_rec.extra["error"] = p.error
         self._steps.append(step_rec)
@@ -375,7 +376,7 @@ class SearchEnv(gym.Env[str, Any]):
             info["messages"] = [{"role": self._tool_role if kind == SEARCH else "user", "content": obs}] if obs \
                 else []
         if self.render_mode is not None:
-            self._transcript.extend([clip_action(p.raw, self.record_action_chars), obs])
+            self._transcript.extend([recorded_action, obs])
         return obs, reward, terminated, truncated, info
 
     def _gold_norms(self) -> list[str]:
