@@ -20,13 +20,9 @@ _spec = importlib.util.spec_from_file_location("_sg_live_server_msgpack",
 live = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(live)
 
+from test_server_api import F1, H1, Z1  # the hand-written contract passages (same corpus as the JSON tests)
+
 MAX_QUERIES = 50
-Z1 = {"id": "z1", "contents": '"Zebra"\nThe zebra is a striped animal. A zebra herd grazes and every zebra has stripes.',
-      "title": "Zebra", "text": "The zebra is a striped animal. A zebra herd grazes and every zebra has stripes."}
-H1 = {"id": "h1", "contents": '"Horse"\nThe horse is a domesticated animal that is related to the zebra.',
-      "title": "Horse", "text": "The horse is a domesticated animal that is related to the zebra."}
-F1 = {"id": "f1", "contents": '"Paris"\nParis is the capital of France, on the Seine river.',
-      "title": "Paris", "text": "Paris is the capital of France, on the Seine river."}
 
 
 @pytest.fixture(scope="module")
