@@ -427,10 +427,7 @@ class _RetrieveHandler:
                 answer = await asyncio.get_running_loop().run_in_executor(
                     pool, self._parse_search_render, body, msgpack)
                 return 200, answer, ok
-            if msgpack:
-                queries, topk, return_scores, shape = parse_msgpack_request(body, **self.limits)
-            else:
-                (queries, topk, return_scores), shape = parse_request(body, **self.limits), None
+            queries, topk, return_scores, shape = self._parse(body, msgpack)
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
                 return 200, self._search_and_render(queries, topk, return_scores, shape), ok
