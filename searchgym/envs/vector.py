@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from searchgym.envs.actions import SEARCH
+from searchgym.envs.actions import SEARCH, ParsedAction
 from searchgym.envs.env import ResetNeeded, SearchEnv
 from searchgym.errors import ConfigError, QueryError
 from searchgym.trajectory import Trajectory
@@ -89,6 +89,63 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
             out[k] = arr
         out["_" + k] = mask
     return out
+
+
+def search_plans(envs: Sequence[SearchEnv], plans: Sequence[ParsedAction | None], retriever: Any,
+                 top_k: int) -> list[Any]:
+    """The retrieval half of a batched step: the queries of every search plan (``plans[i]`` from
+    ``envs[i].plan``; None for an env not stepped) go to **one** ``retriever.batch_search(queries, top_k)``.
+
+    Returns, per env, what :meth:`SearchEnv.finish` takes: its hits (one list per query), or None when it did
+    not search. One bad query must not sink the batch: on a QueryError the searches are retried per env
+    (``envs[i].search``), so only its owner sees the error (as the message string, as ``SearchEnv.step`` does).
+    """
+    queries: list[str] = []
+    spans: list[tuple[int, int] | None] = [None] * len(plans)
+    for i, p in enumerate(plans):
+        if p is not None and p.kind == SEARCH:
+            start = len(queries)
+            queries.extend(p.queries)
+            spans[i] = (start, len(queries))
+    out: list[Any] = [None] * len(plans)
+    if not queries:
+        return out
+    try:
+        results = retriever.batch_search(queries, top_k)
+    except QueryError:
+        for i, sp in enumerate(spans):
+            if sp is not None:
+                out[i] = envs[i].search(queries[sp[0]:sp[1]])
+        return out
+    for i, sp in enumerate(spans):
+        if sp is not None:
+            out[i] = results[sp[0]:sp[1]]
+    return out
+
+
+def batchable(env: Any) -> bool:
+    """Whether :func:`step_batched` may step ``env``: a SearchEnv (not wrapped) whose ``step`` is SearchEnv's
+    own ``plan`` + ``search`` + ``finish``."""
+    return isinstance(env, SearchEnv) and type(env).step is SearchEnv.step
+
+
+def step_batched(envs: Sequence[SearchEnv], actions: Sequence[Any]) -> list[tuple[str, float, bool, bool, dict]]:
+    """``[env.step(a) for env, a in zip(envs, actions)]`` with the retrieval batched: the envs that share a
+    retriever (and ``top_k``) send all their queries of this step in one ``batch_search``
+    (:func:`search_plans`). Every env must be :func:`batchable`; the results equal the per-env steps'.
+    All actions are parsed before any env is stepped, so an env that needs a reset raises before any step."""
+    plans = [env.plan(a) for env, a in zip(envs, actions)]
+    by_retriever: dict[tuple[int, int], list[int]] = {}
+    for i, (env, p) in enumerate(zip(envs, plans)):
+        if p.kind == SEARCH:
+            by_retriever.setdefault((id(env.retriever), env.top_k), []).append(i)
+    hits: list[Any] = [None] * len(envs)
+    for idx in by_retriever.values():
+        first = envs[idx[0]]
+        for i, h in zip(idx, search_plans([envs[i] for i in idx], [plans[i] for i in idx], first.retriever,
+                                          first.top_k)):
+            hits[i] = h
+    return [env.finish(p, h) for env, p, h in zip(envs, plans, hits)]
 
 
 def trajectory_nbytes(traj: Trajectory) -> int:
@@ -252,8 +309,6 @@ class SearchVectorEnv(VectorEnv):
         truncs = np.zeros(n, dtype=np.bool_)
         infos: list[dict[str, Any] | None] = [None] * n
         plans: list[Any] = [None] * n
-        queries: list[str] = []
-        spans: list[tuple[int, int]] = [(0, 0)] * n
         for i, env in enumerate(self.envs):
             if self._needs_reset[i]:
                 if self.autoreset_mode is AutoresetMode.NEXT_STEP:
@@ -262,22 +317,13 @@ class SearchVectorEnv(VectorEnv):
                     continue
                 raise ResetNeeded(f"sub-environment {i} has ended; with autoreset disabled, reset it with "
                                   "reset(options={'reset_mask': mask}) before stepping it")
-            p = env.plan(actions[i])
-            plans[i] = p
-            if p.kind == SEARCH:
-                start = len(queries)
-                queries.extend(p.queries)
-                spans[i] = (start, len(queries))
-        results = self._batch_search(queries, plans, spans) if queries else None
+            plans[i] = env.plan(actions[i])
+        results = search_plans(self.envs, plans, self.retriever, self.top_k)
         for i, p in enumerate(plans):
             if p is None:
                 continue
             env = self.envs[i]
-            if p.kind == SEARCH:
-                r = results[i] if isinstance(results, dict) else results[spans[i][0]:spans[i][1]]  # type: ignore
-            else:
-                r = None
-            o, rew, te, tr, info = env.finish(p, r)
+            o, rew, te, tr, info = env.finish(p, results[i])
             if te or tr:
                 self._keep_finished(env.trajectory(self._agent, self._policy_step))
                 if self.autoreset_mode is AutoresetMode.SAME_STEP:
@@ -288,14 +334,6 @@ class SearchVectorEnv(VectorEnv):
                     self._needs_reset[i] = True
             obs[i], rewards[i], terms[i], truncs[i], infos[i] = o, rew, te, tr, info
         return obs, rewards, terms, truncs, infos
-
-    def _batch_search(self, queries: list[str], plans: list[Any], spans: list[tuple[int, int]]) -> Any:
-        try:
-            return self.retriever.batch_search(queries, self.top_k)
-        except QueryError:
-            # One bad query must not sink the batch: retry per environment, so only its owner sees the error.
-            return {i: self.envs[i].search(queries[a:b]) for i, (a, b) in enumerate(spans)
-                    if plans[i] is not None and plans[i].kind == SEARCH}
 
     def step(self, actions: Sequence[Any]) -> tuple[tuple[str, ...], np.ndarray, np.ndarray, np.ndarray,
                                                    dict[str, Any]]:

@@ -146,9 +146,16 @@ def _build_trajectory(question: str, answers: list[str], info0: dict, steps: lis
 def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], *,
                  options: Sequence[dict | None] | None = None, groups: Sequence[int] | None = None,
                  max_context: int | None = None, max_new_tokens: int = 32, obs_max_words: int | None = None,
-                 max_actions: int = 16, agent_name: str = "lm", policy_step: int | None = None) -> list[Episode]:
+                 max_actions: int = 16, agent_name: str = "lm", policy_step: int | None = None,
+                 batch_search: bool = True) -> list[Episode]:
     """Run one episode in each env (``envs[i].reset(seed=seeds[i], options=options[i])``), batching the policy
     over the active episodes at every turn. Returns the episodes in env order.
+
+    With ``batch_search`` (the default) the envs are stepped as the vector env steps them
+    (:func:`searchgym.envs.vector.step_batched`): at every turn the searches of all active SearchEnvs that
+    share a retriever go to one ``retriever.batch_search``. Envs that are not plain SearchEnvs (wrapped,
+    foreign, or overriding ``step``) are stepped one by one. Episodes are the same either way
+    (``batch_search=False`` steps every env by itself).
 
     ``max_context`` ends an episode (reward 0, ``info["context_overflow"]``) before its tokens would overflow
     the model; ``max_actions`` bounds turns even for an env without a turn limit.
@@ -168,8 +175,10 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
     answers: list[list[str]] = []
     steps: list[list[Step]] = [[] for _ in range(n)]
     from searchgym.envs.env import SearchEnv
+    from searchgym.envs.vector import batchable, step_batched
 
     keeps_record = [isinstance(getattr(env, "unwrapped", env), SearchEnv) for env in envs]
+    in_batch = [batch_search and batchable(env) for env in envs]
     done = [False] * n
     reward = [0.0] * n
     final: list[dict] = [{} for _ in range(n)]
@@ -208,12 +217,24 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
                           [info_now[i] for i in active], indices=active)
         else:
             outs = policy([ids[i] for i in active], [obs_now[i] for i in active], [info_now[i] for i in active])
-        for i, (text, a_ids, a_lp, a_ent) in zip(active, outs):
+        outs = list(outs)
+        stepped = active[:len(outs)]
+        # Step the envs that got an action: the batchable ones together (one batch_search per shared
+        # retriever), the others one by one.
+        bi = [k for k, i in enumerate(stepped) if in_batch[i]]
+        results: list[Any] = [None] * len(stepped)
+        if bi:
+            for k, res in zip(bi, step_batched([envs[stepped[k]] for k in bi], [outs[k][0] for k in bi])):
+                results[k] = res
+        for k, i in enumerate(stepped):
+            if not in_batch[i]:
+                results[k] = envs[i].step(outs[k][0])
+        for i, (text, a_ids, a_lp, a_ent), res in zip(stepped, outs, results):
             ids[i].extend(a_ids)
             mask[i].extend([1] * len(a_ids))
             lps[i].extend(a_lp)
             ents[i].extend(a_ent)
-            obs, r, term, trunc, info = envs[i].step(text)
+            obs, r, term, trunc, info = res
             info = dict(info)
             kind = info.get("action_kind") or info.get("kind") or ("answer" if term else "search")
             if not keeps_record[i]:  # the env's own record is the trajectory (see below)
