@@ -6,15 +6,63 @@ diverse-agent demonstrations first, so it speaks the grammar and stops on ``</se
 1. batched rollouts: episodes/s for 64 concurrent multi-turn episodes (target >= 50);
 2. one GRPO step of 64 episodes (8 questions x 8 samples): rollout + update seconds (target <= 5 s, <= 5M params);
 3. training GFLOP/s (forward+backward FLOPs counted by ``torch.utils.flop_counter``) against a plain
-   ``torch.mm`` measured in the same run (the machine's practical peak).
+   ``torch.mm`` measured in the same run (the machine's practical peak);
+4. ``run_episodes`` with the SFT demonstrator (diverse heuristic agent, no LM) stepping the envs one by one
+   vs batched (one ``batch_search`` per turn), alternated in the same run, the retriever's cache cleared before
+   each (``--search-batching`` runs only this, in seconds).
 
-    python scripts/bench_train.py [--quick] [--threads N]
+    python scripts/bench_train.py [--quick] [--threads N] [--search-batching]
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from typing import Any
+
+
+def search_batching_rows(ctx: Any, tok: Any, n: int, reps: int) -> list[str]:
+    """Markdown rows: demonstrator episodes/s of run_episodes, per-env steps vs one batch_search per turn."""
+    import numpy as np
+
+    from searchgym.agents.heuristics import DiverseAgent
+    from searchgym.agents.reader import Reader
+    from searchgym.train.rollout import AgentPolicy, run_episodes
+
+    n_train = len(ctx.world.split("train"))
+    reader = Reader(ctx.world)
+    rates: dict[bool, list[float]] = {False: [], True: []}
+    calls: dict[bool, int] = {}
+    inner = ctx.retriever.retriever  # the BM25 behind the context's CachedRetriever
+    orig = inner.batch_search
+    count = [0]
+
+    def counted(queries: Any, k: int = 3, **kw: Any) -> Any:
+        count[0] += 1
+        return orig(queries, k, **kw)
+
+    inner.batch_search = counted
+    try:
+        for r in range(reps):
+            for batched in ((False, True) if r % 2 == 0 else (True, False)):
+                envs = ctx.envs(n)
+                ctx.retriever.clear()
+                count[0] = 0
+                pol = AgentPolicy(DiverseAgent(seed=r, think=False, reader=reader, max_searches=ctx.cfg.max_turns),
+                                  tok)
+                t0 = time.perf_counter()
+                run_episodes(pol, envs, [None] * n, options=[{"index": (r * n + i) % n_train} for i in range(n)],
+                             batch_search=batched)
+                rates[batched].append(n / (time.perf_counter() - t0))
+                calls[batched] = count[0]
+    finally:
+        inner.batch_search = orig
+    per, bat = float(np.median(rates[False])), float(np.median(rates[True]))
+    per_row = (f"| run_episodes, diverse demonstrator, {n} episodes, per-env steps ({calls[False]} BM25 calls "
+               f"behind the cache) | {per:.0f} episodes/s | - |")
+    bat_row = (f"| run_episodes, same, one batch_search per turn ({calls[True]} BM25 calls) "
+               f"| {bat:.0f} episodes/s ({bat / per:.2f}x) | - |")
+    return [per_row, bat_row]
 
 
 def main() -> None:
@@ -23,6 +71,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1,
                     help="torch intra-op threads (default 1, as `searchgym squeeze` uses for the tiny LM)")
     ap.add_argument("--episodes", type=int, default=64)
+    ap.add_argument("--search-batching", action="store_true",
+                    help="only measure run_episodes per-env vs batched retrieval (demonstrator policy, no LM)")
     a = ap.parse_args()
 
     import numpy as np
@@ -45,6 +95,16 @@ def main() -> None:
     ctx = Context(cfg, print)
     import tempfile
 
+    if a.search_batching:
+        from searchgym.train.tiny_lm import train_tokenizer
+
+        tok = train_tokenizer(world_texts(ctx.world, prompts=["Question: {question}\n"]), cfg.tiny.vocab_size)
+        print(f"\nrun_episodes retrieval batching ({len(ctx.world.passages)} passages, BM25, "
+              f"median of {reps * 2} alternated runs each)\n")
+        print("| measurement | result | target |")
+        print("|---|---|---|")
+        print("\n".join(search_batching_rows(ctx, tok, 4 * a.episodes, reps * 2)))
+        return
     tmp = tempfile.mkdtemp(prefix="bench_train_")
     tiny = cfg.tiny  # the --quick squeeze model (about 0.5M parameters)
     model, tok = create_tiny_lm(world_texts(ctx.world, prompts=["Question: {question}\n"]), tmp, tiny)
@@ -104,6 +164,7 @@ def main() -> None:
     mm_gflops = 2 * 1024**3 * k / (time.perf_counter() - t0) / 1e9
 
     tokens = int(batch["attention_mask"].sum())
+    search_rows = search_batching_rows(ctx, tok, 4 * n, reps)
     print(f"\nTiny LM: {n_params / 1e6:.2f}M parameters (vocab {len(tok)}, width {tiny.hidden_size}, "
           f"{tiny.num_layers} layers); torch threads {torch.get_num_threads()}\n")
     print("| measurement | result | target |")
@@ -116,6 +177,7 @@ def main() -> None:
           f"({flops / 1e9:.2f} GFLOP per pass) | - |")
     print(f"| plain torch.mm 1024x1024 fp32 (same run) | {mm_gflops:.1f} GFLOP/s | reference peak |")
     print(f"| training / matmul | {100 * train_gflops / mm_gflops:.0f}% | - |")
+    print("\n".join(search_rows))
 
 
 if __name__ == "__main__":
