@@ -304,6 +304,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
     comp = competence(cfg, start_eval)
     findings["lm_findings_usable"] = comp["passed"]  # False: the competence gate failed (see `competence`)
     cfg_d = asdict(cfg)
+    pk = passk_block(cfg, out, list(arm_results))  # pass@k at large k, SFT start vs every arm (None: disabled)
     return {
         "schema": 1,
         "config": cfg_d,
@@ -318,7 +319,159 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         "findings": findings,
         "competence": comp,
         "comparisons": comparisons(arms),
+        **({"passk": pk} if pk else {}),
+        "entropy_law": entropy_law_block(cfg, arms),
     }
+
+
+# ------------------------------------------------------------------------------------------------ pass@k, entropy law
+def _seed_num(d: Path) -> int | None:
+    try:
+        return int(d.name[len("seed"):])
+    except ValueError:
+        return None
+
+
+def passk_block(cfg: Any, out: Path, arm_names: list[str]) -> dict[str, Any] | None:
+    """The summary's ``passk`` block from ``start_eval/passk.json`` and ``arms/ARM/seedN/passk.json``:
+    ``{"start": {split: {k: {mean, ci}}}, "arms": {ARM: {split: {k: {mean, ci, n_seeds, ci_kind}}}}, "ks",
+    "seeds": {ARM: [seed, ...]}, "crossing": {split: {ARM: {...}}}, "sentences": {split: str}}``. An arm's mean
+    is the mean over the seeds that have the file; its CI is the 95% t-interval over those seeds when there are
+    >= 2, else that seed's bootstrap CI over questions. None when pass@k is disabled or the start has no file."""
+    if not int(getattr(cfg, "passk_max", 0) or 0):
+        return None
+    sp = Path(out) / "start_eval" / "passk.json"
+    if not sp.exists():
+        return None
+    start_raw = json.loads(sp.read_text())
+    start = {split: dict(v["pass_at_k"]) for split, v in start_raw.get("splits", {}).items()}
+    n_seeds = int(getattr(cfg, "seeds", 0) or 0)
+    arms: dict[str, Any] = {}
+    seeds: dict[str, list[int]] = {}
+    for arm in arm_names:
+        files = []
+        for sd in sorted((Path(out) / "arms" / arm).glob("seed*"), key=lambda d: _seed_num(d) or 0):
+            s = _seed_num(sd)
+            if s is None or (n_seeds and s > n_seeds) or not (sd / "passk.json").exists():
+                continue
+            try:
+                files.append((s, json.loads((sd / "passk.json").read_text())))
+            except json.JSONDecodeError:
+                continue
+        if not files:
+            continue
+        seeds[arm] = [s for s, _ in files]
+        block: dict[str, Any] = {}
+        for split in sorted({sp_ for _, f in files for sp_ in f.get("splits", {})}, key=str):
+            have = [f["splits"][split]["pass_at_k"] for _, f in files if split in f.get("splits", {})]
+            ks = sorted({int(k) for h in have for k in h})
+            per_k: dict[str, Any] = {}
+            for k in ks:
+                vals = [h[str(k)] for h in have if str(k) in h]
+                if len(vals) >= 2:
+                    ms = _ms([v["mean"] for v in vals])
+                    ci = [max(0.0, ms["ci"][0]), min(1.0, ms["ci"][1])] if ms.get("ci") else None
+                    kind = "seeds_t"
+                    if ci is None or ms["sd"] == 0:  # identical seeds: a zero-width interval says nothing;
+                        kind = "bootstrap_questions_mean"  # the seeds' question-bootstrap bounds, averaged
+                        ci = [float(np.mean([v["ci"][0] for v in vals])), float(np.mean([v["ci"][1] for v in vals]))]
+                    per_k[str(k)] = {"mean": ms["mean"], "ci": ci, "n_seeds": len(vals), "ci_kind": kind}
+                else:
+                    per_k[str(k)] = {"mean": vals[0]["mean"], "ci": vals[0]["ci"], "n_seeds": 1,
+                                     "ci_kind": "bootstrap_questions"}
+            block[split] = per_k
+        arms[arm] = block
+    ks_all = sorted({int(k) for v in start.values() for k in v})
+    res = {"start": start, "arms": arms, "ks": ks_all, "seeds": seeds,
+           "questions": {split: len(v.get("pairs", [])) for split, v in start_raw.get("splits", {}).items()},
+           "samples": int(cfg.passk_max)}
+    res["crossing"] = {split: {arm: passk_crossing(start[split], b.get(split) or {}) for arm, b in arms.items()}
+                       for split in start}
+    from searchgym.train.squeeze_config import ARM_LABELS
+
+    res["sentences"] = {split: passk_sentence(split, res["crossing"][split],
+                                              {a: ARM_LABELS.get(a, a) for a in arms}, ks_all)
+                        for split in start}
+    return res
+
+
+def passk_crossing(start: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]:
+    """The ks at which the SFT start's CI lies wholly above the arm's (``start_above``) and below it
+    (``arm_above``); ``first_start_above``: the smallest such k (None: no detectable crossing)."""
+    above, below = [], []
+    for k in sorted((int(x) for x in start if x in arm), key=int):
+        s, a = start[str(k)].get("ci"), arm[str(k)].get("ci")
+        if not s or not a or None in s or None in a:
+            continue
+        if s[0] > a[1]:
+            above.append(k)
+        elif a[0] > s[1]:
+            below.append(k)
+    return {"start_above": above, "arm_above": below, "first_start_above": above[0] if above else None}
+
+
+def passk_sentence(split: str, crossing: dict[str, dict[str, Any]], labels: dict[str, str], ks: list[int]) -> str:
+    """One generated sentence: at which k the SFT start's 95% CI lies above each arm's, or "no detectable
+    crossing"."""
+    if not crossing:
+        return f"{split}: no arm has a pass@k evaluation."
+    kmax = max(ks) if ks else "?"
+    yes = [(labels[a], c) for a, c in crossing.items() if c["start_above"]]
+    no = [labels[a] for a, c in crossing.items() if not c["start_above"]]
+    parts = []
+    for lab, c in yes:
+        parts.append(f"above {lab}'s from k = {c['first_start_above']} (at k = "
+                     f"{', '.join(str(k) for k in c['start_above'])})")
+    if yes:
+        s = f"{split}: the SFT start's 95% CI lies " + "; ".join(parts)
+        if no:
+            s += f"; no detectable crossing for {', '.join(no)}"
+    else:
+        s = (f"{split}: no detectable crossing — the SFT start's 95% CI lies above no arm's at any k up to {kmax} "
+             f"({', '.join(no)})")
+    wins = [f"{labels[a]}'s CI lies above the start's at k = {', '.join(str(k) for k in c['arm_above'])}"
+            for a, c in crossing.items() if c["arm_above"]]
+    if wins:
+        s += " (the other way round: " + "; ".join(wins) + ")"
+    return s + "."
+
+
+INTERVENTION_ARMS = ("grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling")
+
+
+def _intervention(cfg: Any, arm: str) -> bool:
+    """Whether an RL arm changes entropy on purpose (KL, entropy bonus, Clip-Cov, KL-Cov, count bonus,
+    DARLING): the entropy law is stated for runs without."""
+    if arm in INTERVENTION_ARMS:
+        return True
+    from searchgym.errors import ConfigError
+
+    try:
+        a = cfg.arm_args(arm, 1)
+    except (ConfigError, AttributeError):
+        return False
+    return bool(a.kl_coef > 0 or a.ent_coef > 0 or a.policy_loss in ("clip_cov", "kl_cov"))
+
+
+def entropy_law_block(cfg: Any, arms: dict[str, Any]) -> dict[str, Any]:
+    """Per RL arm, the entropy-law fit R = -a*exp(H) + b over its training steps (H: mean token entropy of the
+    rollouts, R: mean rollout reward on the train pool; every seed's steps pooled)."""
+    from searchgym.train.entropy_law import fit_entropy_law
+
+    out: dict[str, Any] = {}
+    for arm, b in arms.items():
+        if arm == "sft":
+            continue
+        h, r = [], []
+        for ser in b.get("series") or []:
+            for x, y in zip(ser.get("token_entropy", []), ser.get("reward", [])):
+                h.append(x)
+                r.append(y)
+        fit = fit_entropy_law(h, r)
+        fit["intervention"] = _intervention(cfg, arm)
+        fit["label"] = b.get("label", arm)
+        out[arm] = fit
+    return out
 
 
 # ------------------------------------------------------------------------------------------------ plots
@@ -375,6 +528,10 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     ax.set_ylim(0, 1)
     fig.subplots_adjust(left=0.12, right=0.97, top=0.95, bottom=0.13)
     save(fig, "pass_at_k.png", "pass@k")
+    if summary.get("passk"):
+        _plot_passk_large(summary, plt, colors, save)
+    if any(f.get("n") for f in (summary.get("entropy_law") or {}).values()):
+        _plot_entropy_law(summary, plt, colors, save)
 
     def bars(groups: list[str], getter: Any, name: str, title: str, ylabel: str, with_err: bool = False) -> None:
         fig, ax = plt.subplots(figsize=(max(6, 1.3 * len(groups) + 2), 3.6))
@@ -411,6 +568,122 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
 
         strategy_plots(summary["strategy_policy"], out, save)
     return images
+
+
+def _plot_passk_large(summary: dict[str, Any], plt: Any, colors: dict[str, Any], save: Any) -> None:
+    """``pass_at_k_large.png``: pass@k vs k (log2 axis), one panel per split, SFT start vs each arm, CI bands."""
+    pk = summary["passk"]
+    splits = list(pk["start"])
+    if not splits:
+        return
+    fig, axes = plt.subplots(1, len(splits), figsize=(5.2 * len(splits), 3.6), squeeze=False)
+    entries = [("SFT start", pk["start"], "black")] + [
+        (summary["arms"].get(a, {}).get("label", a) + f" (n={len(pk['seeds'].get(a, []))})", b, colors.get(a))
+        for a, b in pk["arms"].items()]
+    for ax, split in zip(axes[0], splits):
+        for label, b, col in entries:
+            cur = b.get(split) or {}
+            ks = sorted(int(k) for k in cur)
+            if not ks:
+                continue
+            mean = [cur[str(k)]["mean"] for k in ks]
+            ax.plot(ks, mean, marker="o", ms=3, color=col, label=label)
+            cis = [cur[str(k)].get("ci") for k in ks]
+            if all(c and None not in c for c in cis):
+                ax.fill_between(ks, [c[0] for c in cis], [c[1] for c in cis], color=col, alpha=0.12, lw=0)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(pk["ks"], [str(k) for k in pk["ks"]])
+        ax.set_xlabel("k (samples per question, log2)", fontsize=8)
+        ax.set_title(f"pass@k, {split} ({pk['questions'].get(split, '?')} questions)", fontsize=9)
+        ax.set_ylim(0, 1)
+        ax.tick_params(labelsize=7)
+    axes[0][0].set_ylabel("pass@k (band: 95% CI)", fontsize=8)
+    axes[0][0].legend(fontsize=6.5)
+    fig.subplots_adjust(left=0.07, right=0.98, top=0.9, bottom=0.15, wspace=0.2)
+    save(fig, "pass_at_k_large.png", "pass@k up to large k (held-out splits)")
+
+
+def _plot_entropy_law(summary: dict[str, Any], plt: Any, colors: dict[str, Any], save: Any) -> None:
+    """``entropy_law.png``: rollout reward vs token entropy per RL arm (every step of every seed) with the fitted
+    R = -a*exp(H) + b (dashed for arms that change entropy on purpose)."""
+    from searchgym.train.entropy_law import entropy_law
+
+    fig, ax = plt.subplots(figsize=(6.2, 4.0))
+    for arm, fit in summary["entropy_law"].items():
+        b = summary["arms"].get(arm) or {}
+        pts = [(x, y) for ser in b.get("series") or [] for x, y in zip(ser.get("token_entropy", []),
+                                                                          ser.get("reward", []))
+               if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+        if not pts:
+            continue
+        col = colors.get(arm)
+        label = fit.get("label", arm) + (" (intervention)" if fit.get("intervention") else "")
+        ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=9, color=col, alpha=0.6, label=label)
+        if fit.get("ok"):
+            lo, hi = fit["h_range"]
+            hs = np.linspace(lo, hi, 50)
+            ax.plot(hs, entropy_law(hs, fit["a"], fit["b"]), color=col, lw=1.2,
+                    ls="--" if fit.get("intervention") else "-")
+    ax.set_xlabel("token entropy H (nats, train-pool rollouts)", fontsize=8)
+    ax.set_ylabel("rollout reward R (train pool)", fontsize=8)
+    ax.set_title("Entropy law R = -a·exp(H) + b per RL arm (dashed: entropy intervention)", fontsize=9)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=6.5)
+    fig.subplots_adjust(left=0.11, right=0.97, top=0.92, bottom=0.12)
+    save(fig, "entropy_law.png", "Entropy law (reward vs token entropy over training)")
+
+
+def passk_section(summary: dict[str, Any]) -> list[str]:
+    """The report's pass@k-at-large-k table (mean [95% CI] per k) and its generated crossing sentences."""
+    pk = summary.get("passk")
+    if not pk:
+        return []
+    lines = ["", "## pass@k up to large k (held-out splits)", "",
+             (f"{pk['samples']} samples per question at the evaluation temperature on a fixed pool of questions per "
+              "split; unbiased pass@k (Chen et al.). SFT start: 95% bootstrap CI over questions; arms: mean over "
+              "the seeds evaluated, 95% t-interval over those seeds when there are >= 2, else that seed's "
+              "bootstrap CI over questions (the two kinds of interval are not the same quantity: a seed interval "
+              "holds the questions fixed).")]
+    ks = [str(k) for k in pk["ks"]]
+    for split, st in pk["start"].items():
+        lines += ["", f"**{split}** ({pk['questions'].get(split, '?')} questions)", "",
+                  "| model | seeds | " + " | ".join(f"k={k}" for k in ks) + " |", "|" + "---|" * (len(ks) + 2)]
+
+        def cell(v: dict | None) -> str:
+            if not v or v.get("mean") is None:
+                return "–"
+            ci = v.get("ci")
+            return f"{v['mean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and None not in ci else f"{v['mean']:.3f}"
+
+        lines.append("| SFT start | – | " + " | ".join(cell(st.get(k)) for k in ks) + " |")
+        for arm, b in pk["arms"].items():
+            label = summary["arms"].get(arm, {}).get("label", arm)
+            lines.append(f"| {label} | {len(pk['seeds'].get(arm, []))} | "
+                         + " | ".join(cell((b.get(split) or {}).get(k)) for k in ks) + " |")
+    lines += ["", *[f"- {s}" for s in pk.get("sentences", {}).values()]]
+    return lines
+
+
+def entropy_law_section(summary: dict[str, Any]) -> list[str]:
+    """The report's entropy-law paragraph and table."""
+    el = summary.get("entropy_law")
+    if not el:
+        return []
+    lines = ["", "## Entropy law over training", "",
+             ("Fit of R = −a·exp(H) + b (Cui et al. 2025) by nonlinear least squares per RL arm, on every policy "
+              "step of every seed pooled. **R here is the mean rollout reward on the train question pool during "
+              "training (the arm's own rollouts), not held-out performance**, and H is the mean token entropy "
+              "of the agent's tokens in those rollouts; b − a is the reward the fit predicts once token entropy "
+              "is exhausted (H = 0). The law is stated for runs without an entropy intervention; arms marked "
+              "'yes' change entropy on purpose (KL, entropy bonus, Clip-Cov, KL-Cov, count bonus, DARLING) and "
+              "are shown for comparison only."), "",
+             "| arm | intervention | points | a | b | ceiling b − a | RMSE | note |", "|---|---|---|---|---|---|---|---|"]
+    for arm, f in el.items():
+        lab = f.get("label", arm)
+        note = "" if f.get("ok") else (f.get("reason") or "no fit")
+        lines.append(f"| {lab} | {'yes' if f.get('intervention') else 'no'} | {f.get('n', 0)} | {_g(f.get('a'))} | "
+                     f"{_g(f.get('b'))} | {_g(f.get('ceiling'))} | {_g(f.get('rmse'))} | {note} |")
+    return lines
 
 
 # ------------------------------------------------------------------------------------------------ text
@@ -590,6 +863,8 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
     lines.append("| SFT start | " + " | ".join(_f(summary["start"]["pass_at_k"][str(k)]) for k in ks) + " |")
     for b in summary["arms"].values():
         lines.append(f"| {b['label']} | " + " | ".join(_f(b["pass_at_k"].get(str(k))) for k in ks) + " |")
+    lines += passk_section(summary)
+    lines += entropy_law_section(summary)
     ctl = [b for b in summary["arms"].values() if (b.get("controls") or {}).get("control")]
     if ctl:
         lines += ["", "## Did each control act?", "",

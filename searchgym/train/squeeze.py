@@ -37,10 +37,12 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from searchgym.train.squeeze_config import ARM_LABELS, SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
+from searchgym.train.squeeze_passk import passk_seed_wanted, passk_stage
 from searchgym.train.squeeze_stages import (
     Context,
     _n,
@@ -155,6 +157,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         start_eval = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out / "start_eval")
         log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
             f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
+    # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
+    passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
 
     gate = cfg.competence_gate
     ts = (start_eval.get("test") or {}).get("success")
@@ -195,6 +199,9 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
                 log(f"      train success {_n(start_eval['train']['success'])} -> {_n(ev['train']['success'])}, "
                     f"slot-H {_n(start_eval['train']['slot_entropy'])} -> {_n(ev['train']['slot_entropy'])} "
                     f"({time.time() - t0:.1f}s)")
+            if passk_seed_wanted(cfg, seed):  # pass@k for the first cfg.passk_seeds seeds (reused on --resume)
+                passk_stage(ctx, d, partial(load_lm, d / "final_model", device=cfg.device), seed=seed,
+                            name=f"{arm}-s{seed}")
             arm_results.setdefault(arm, []).append(ev)
 
     # ---- 6. report
