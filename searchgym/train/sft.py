@@ -61,6 +61,8 @@ def sft_backward(model: Any, batch_eps: Sequence[Any], args: SFTArgs, pad: int) 
 
     n_tok = sum(sum(e.mask) for e in batch_eps)
     loss_sum = 0.0
+    # micro-batches of similar length pad less; the loss is token-weighted, so the grouping does not change it
+    batch_eps = sorted(batch_eps, key=lambda e: len(e.ids))
     for m in range(0, len(batch_eps), args.micro_batch_size):
         mb = batch_eps[m:m + args.micro_batch_size]
         b = collate(mb, pad, args.device)
