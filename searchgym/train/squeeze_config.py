@@ -81,6 +81,10 @@ class SqueezeConfig:
     strategy_arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov",
                                       "grpo_count", "grpo_darling", "grpo_sft_refresh")
     strategy_steps: int = 60              # its RL steps per arm
+    passk_max: int = 64                   # pass@k up to this k (SFT start vs each arm; 0 disables it) ...
+    passk_questions: int = 24             # ... on this many questions of each of passk_splits ...
+    passk_splits: tuple[str, ...] = ("test", "shift_strategy")
+    passk_seeds: int = 2                  # ... for the first this-many seeds of each arm (all seeds: 0)
 
     @classmethod
     def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
@@ -138,6 +142,9 @@ class SqueezeConfig:
                 raise ConfigError(f"--strategy-arms: unknown or no arm(s) {bad}; choose from {list(STRATEGY_ARMS)}")
             if self.strategy_steps < 1:
                 raise ConfigError(f"--strategy-steps must be >= 1, got {self.strategy_steps}")
+        if self.passk_max < 0 or self.passk_questions < 1 or self.passk_seeds < 0:
+            raise ConfigError(f"--passk-max must be >= 0, passk_questions >= 1 and passk_seeds >= 0, got "
+                              f"{self.passk_max}, {self.passk_questions}, {self.passk_seeds}")
         self.rl.validate()
         self.sft.validate()
         self.pretrain.validate()
