@@ -40,6 +40,23 @@ def test_pretrain_texts_hold_passages_and_only_train_questions(world_lm):
     assert world.passages[0].text in texts and "<answer>" in texts
 
 
+def test_pretrain_reading_qa_puts_the_supporting_passages_before_each_question(world_lm):
+    from searchgym.errors import ConfigError
+    from searchgym.train.pretrain import PretrainArgs, pretrain_texts
+
+    world, _ = world_lm
+    by_id = {p.id: p for p in world.passages}
+    n_pass = len(world.passages)
+    reading = pretrain_texts(world)[n_pass:]
+    closed = pretrain_texts(world, qa="closed")[n_pass:]
+    for ex, r, c in zip(world.split("train"), reading, closed):
+        assert r.endswith(c) and c.startswith("Question: " + ex.question)
+        assert r.startswith("Doc 1(Title: ") and all(by_id[i].text in r for i in ex.supporting_ids)
+    assert pretrain_texts(world, qa="none") == pretrain_texts(world)[:n_pass]
+    with pytest.raises(ConfigError, match="qa"):
+        PretrainArgs(qa="open").validate()
+
+
 def test_pretrain_loss_falls_and_resume_is_exact(world_lm, tmp_path):
     from searchgym.train.pretrain import PretrainArgs, pretrain_texts, train_pretrain
     from searchgym.train.tiny_lm import load_lm

@@ -31,6 +31,7 @@ class PretrainArgs:
     batch_size: int = 16               # blocks per optimizer step
     block_len: int = 128               # tokens per block
     max_grad_norm: float = 1.0         # gradient clipping
+    qa: str = "reading"                # train Q/A text: after its supporting passages | closed | none
     checkpoint_every: int = 100        # steps between checkpoints (and always at the end)
     device: str = "cpu"
 
@@ -41,13 +42,28 @@ class PretrainArgs:
             raise ConfigError("pretrain batch_size must be >= 1 and block_len >= 8")
         if self.learning_rate <= 0:
             raise ConfigError(f"pretrain learning_rate must be > 0, got {self.learning_rate}")
+        if self.qa not in ("reading", "closed", "none"):
+            raise ConfigError(f"pretrain qa must be 'reading', 'closed' or 'none', got {self.qa!r}")
 
 
-def pretrain_texts(world: Any, prompt: str = "Question: {question}\n") -> list[str]:
-    """Passages and the train questions with their answers, in the agent's prompt and answer grammar."""
+def pretrain_texts(world: Any, prompt: str = "Question: {question}\n", qa: str = "reading") -> list[str]:
+    """Passages, and the train questions with their answers in the agent's prompt and answer grammar.
+
+    ``qa="reading"`` (default) puts each train question after its supporting passages, so the answer is read from
+    the context; ``"closed"`` gives question and answer alone (closed book: the LM learns to recall the train
+    answers, a shortcut that does not transfer to unseen questions); ``"none"`` leaves the questions out."""
+    if qa not in ("reading", "closed", "none"):
+        raise ConfigError(f"pretrain qa must be 'reading', 'closed' or 'none', got {qa!r}")
     out = [f"Doc 1(Title: {p.title}) {p.text}" for p in world.passages]
+    if qa == "none":
+        return out
+    by_id = {p.id: p for p in world.passages}
     for ex in world.split("train"):
-        out.append(prompt.format(question=ex.question) + f"<answer> {ex.answers[0]} </answer>")
+        qa_text = prompt.format(question=ex.question) + f"<answer> {ex.answers[0]} </answer>"
+        if qa == "reading":
+            docs = [by_id[i] for i in ex.supporting_ids if i in by_id]
+            qa_text = "".join(f"Doc {j}(Title: {d.title}) {d.text}\n" for j, d in enumerate(docs, 1)) + qa_text
+        out.append(qa_text)
     return out
 
 

@@ -130,7 +130,7 @@ def pretrain_stage(ctx: Context, model: Any, tok: Any, pre_dir: Path) -> dict[st
             last["t"] = time.time()
             log(f"      pretrain step {int(row['step'])}  LM loss {row['losses/lm']:.3f}")
 
-    hist = train_pretrain(model, tok, pretrain_texts(ctx.world, TINY_PROMPT), replace(cfg.pretrain, device=cfg.device),
+    hist = train_pretrain(model, tok, pretrain_texts(ctx.world, TINY_PROMPT, cfg.pretrain.qa), replace(cfg.pretrain, device=cfg.device),
                           out_dir=pre_dir, resume=cfg.resume, log=plog)
     ctx.save_model(model, tok, pre_dir / "model")
     log(f"      pretraining {len(hist)} steps, LM loss {hist[0]['losses/lm']:.3f} -> {hist[-1]['losses/lm']:.3f} "
