@@ -27,6 +27,7 @@ def _tiny_cfg(out, **kw):
                         rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
                                   micro_batch_size=4, checkpoint_every=1, max_context=512),
                         eval_questions=2, eval_shift_questions=1, eval_samples=2, threads=1,
+                        passk_max=4, passk_questions=2,
                         strategy_seeds=0)  # the strategy stage has its own test (test_squeeze_strategy_stage.py)
     for k, v in kw.items():
         setattr(cfg, k, v)

@@ -170,39 +170,49 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     else:
         log(f"      competence gate passed: test success {_n(ts)} >= {gate}")
 
-    # ---- 5. arms
+    # ---- 5. arms (arm-seed runs are independent: with cfg.jobs > 1 they run in that many worker processes)
+    runs = [(arm, s + 1) for arm in cfg.arms for s in range(cfg.seeds)]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = []
+    for i, (arm, seed) in enumerate(runs, 1):
+        done_path = out / "arms" / arm / f"seed{seed}" / "eval.json"
+        if cfg.resume and stages.get(f"arm:{arm}:{seed}") and done_path.exists():
+            results[(arm, seed)] = json.loads(done_path.read_text())
+            if passk_seed_wanted(cfg, seed) and not (done_path.parent / "passk.json").exists():
+                todo.append((i, arm, seed))  # only pass@k is missing; run_arm_seed reuses the arm's eval
+        else:
+            todo.append((i, arm, seed))
+    jobs = cfg.arm_jobs()
+
+    def finished(arm: str, seed: int, ev: dict[str, Any], t: float) -> None:
+        results[(arm, seed)] = ev
+        mark(f"arm:{arm}:{seed}", {"time_s": t})
+        log(f"      {arm} seed {seed}: train success {_n(start_eval['train']['success'])} -> "
+            f"{_n(ev['train']['success'])}, test {_n(start_eval['test']['success'])} -> {_n(ev['test']['success'])}"
+            f" ({t:.1f}s)")
+
+    if jobs <= 1 or len(todo) <= 1:
+        for i, arm, seed in todo:
+            log(f"[5/6] arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
+            t0 = time.time()
+            finished(arm, seed, run_arm_seed(ctx, arm, seed, sft_model), time.time() - t0)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        log(f"[5/6] {len(todo)} arm-seed runs in {jobs} worker processes (1 torch thread each)")
+        t_all = time.time()
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_worker_init, initargs=(cfg,)) as pool:
+            futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed) for _, arm, seed in todo}
+            for f in as_completed(futs):
+                arm, seed = futs[f]
+                ev, t = f.result()
+                finished(arm, seed, ev, t)
+        log(f"      arms done in {time.time() - t_all:.0f}s")
     arm_results: dict[str, list[dict[str, Any]]] = {}
-    n_runs, i_run = len(cfg.arms) * cfg.seeds, 0
-    for arm in cfg.arms:
-        for s in range(cfg.seeds):
-            seed = s + 1
-            d = out / "arms" / arm / f"seed{seed}"
-            done_path = d / "eval.json"
-            key = f"arm:{arm}:{seed}"
-            i_run += 1
-            if cfg.resume and stages.get(key) and done_path.exists():
-                ev = json.loads(done_path.read_text())
-            else:
-                log(f"[5/6] arm {i_run}/{n_runs}: {ARM_LABELS[arm]} (seed {seed})")
-                t0 = time.time()
-                d.mkdir(parents=True, exist_ok=True)
-                if arm == "sft":
-                    run_sft_arm(ctx, seed, sft_model, d)
-                else:
-                    run_rl_arm(ctx, arm, seed, sft_model, d)
-                t_train = time.time() - t0
-                fm, ftok = load_lm(d / "final_model", device=cfg.device)
-                ev = evaluate(ctx, fm, ftok, seed=seed, name=f"{arm}-s{seed}", out_dir=d)
-                ev["train_time_s"] = t_train
-                _write_json(done_path, ev)
-                mark(key, {"time_s": time.time() - t0})
-                log(f"      train success {_n(start_eval['train']['success'])} -> {_n(ev['train']['success'])}, "
-                    f"slot-H {_n(start_eval['train']['slot_entropy'])} -> {_n(ev['train']['slot_entropy'])} "
-                    f"({time.time() - t0:.1f}s)")
-            if passk_seed_wanted(cfg, seed):  # pass@k for the first cfg.passk_seeds seeds (reused on --resume)
-                passk_stage(ctx, d, partial(load_lm, d / "final_model", device=cfg.device), seed=seed,
-                            name=f"{arm}-s{seed}")
-            arm_results.setdefault(arm, []).append(ev)
+    for arm, seed in runs:
+        arm_results.setdefault(arm, []).append(results[(arm, seed)])
 
     # ---- 6. report
     log("[6/6] report")
@@ -222,6 +232,56 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     _write_json(out / "summary.json", summary)
     log(f"done in {summary['wall_s']:.0f}s: {out / 'report.md'}")
     return summary
+
+
+def run_arm_seed(ctx: Context, arm: str, seed: int, sft_model: Path) -> dict[str, Any]:
+    """Train one arm from the SFT start with one seed, evaluate it (``eval.json``) and, for the first
+    ``passk_seeds`` seeds, its pass@k (``passk.json``); an arm whose ``eval.json`` exists is only evaluated for
+    pass@k (resume). Returns the evaluation."""
+    from searchgym.train.tiny_lm import load_lm
+
+    cfg = ctx.cfg
+    d = Path(cfg.out) / "arms" / arm / f"seed{seed}"
+    done_path = d / "eval.json"
+    if cfg.resume and done_path.exists() and (d / "final_model" / "config.json").exists():
+        ev = json.loads(done_path.read_text())
+    else:
+        t0 = time.time()
+        d.mkdir(parents=True, exist_ok=True)
+        if arm == "sft":
+            run_sft_arm(ctx, seed, sft_model, d)
+        else:
+            run_rl_arm(ctx, arm, seed, sft_model, d)
+        t_train = time.time() - t0
+        fm, ftok = load_lm(d / "final_model", device=cfg.device)
+        ev = evaluate(ctx, fm, ftok, seed=seed, name=f"{arm}-s{seed}", out_dir=d)
+        ev["train_time_s"] = t_train
+        _write_json(done_path, ev)
+    if passk_seed_wanted(cfg, seed):  # pass@k for the first cfg.passk_seeds seeds (reused on --resume)
+        passk_stage(ctx, d, partial(load_lm, d / "final_model", device=cfg.device), seed=seed, name=f"{arm}-s{seed}")
+    return ev
+
+
+_WORKER_CTX: Context | None = None
+
+
+def _worker_init(cfg: SqueezeConfig) -> None:
+    """A worker process of the arms stage: one torch thread, its own world and index (seconds)."""
+    global _WORKER_CTX
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    _WORKER_CTX = Context(cfg, lambda msg: print(msg, flush=True))
+
+
+def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], float]:
+    assert _WORKER_CTX is not None
+    t0 = time.time()
+    ev = run_arm_seed(_WORKER_CTX, arm, seed, Path(sft_model))
+    return ev, time.time() - t0
 
 
 def headline(summary: dict[str, Any] | str | Path) -> str:

@@ -38,6 +38,8 @@ class SqueezeConfig:
     arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
     device: str = "cpu"                   # cpu | cuda
+    jobs: int | None = None               # arm-seed runs in parallel worker processes (None: 2 when the tiny LM
+    #                                       runs on a CPU with >= 2 cores, else 1)
     threads: int | None = None            # torch intra-op threads (None: 1 for the tiny LM on CPU, where more
     #                                       threads gain little and lose a lot on a busy machine; else torch's)
     world_seed: int = 0                   # seed of the procedural world
@@ -113,6 +115,8 @@ class SqueezeConfig:
         bad = [a for a in self.arms if a not in ARM_LABELS]
         if bad:
             raise ConfigError(f"unknown arm(s) {bad}; choose from {sorted(ARM_LABELS)}")
+        if self.jobs is not None and self.jobs < 1:
+            raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
         if self.eval_samples < 1:
@@ -151,6 +155,16 @@ class SqueezeConfig:
         for arm in self.arms:
             if arm != "sft":
                 self.arm_args(arm, 1).validate()
+
+    def arm_jobs(self) -> int:
+        """Worker processes for the arms stage (each runs one arm-seed with one torch thread)."""
+        import os
+
+        if self.jobs is not None:
+            return int(self.jobs)
+        if self.model is None and self.device == "cpu":
+            return max(1, min(2, os.cpu_count() or 1))
+        return 1
 
     def sft_steps_per_step(self) -> int:
         """Continued-SFT optimizer steps per tracked step: by default as many as an RL arm takes per rollout
