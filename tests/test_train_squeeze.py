@@ -272,3 +272,19 @@ def test_diff_ci_welch_and_no_detectable_difference():
     summ = {"arms": arms, "comparisons": comparisons(arms)}
     (line,) = comparison_lines(summ)
     assert line.startswith("- GRPO − continued SFT: test success +0.000") and "no detectable difference" in line
+
+
+@pytest.mark.slow
+def test_parallel_arms_give_the_same_results_as_one_process(tmp_path, one_thread):
+    """--jobs 2 runs arm-seeds in worker processes; every figure equals the one-process run's."""
+    from searchgym.train import squeeze as sq
+
+    runs = {}
+    for jobs in (1, 2):
+        cfg = _tiny_cfg(tmp_path / f"j{jobs}", arms=("grpo",), seeds=2, jobs=jobs, passk_max=0)
+        sq.run(cfg, log=lambda s: None)
+        runs[jobs] = [json.loads((tmp_path / f"j{jobs}" / "arms" / "grpo" / f"seed{s}" / "eval.json").read_text())
+                      for s in (1, 2)]
+    for a, b in zip(runs[1], runs[2]):
+        a.pop("train_time_s"), b.pop("train_time_s")
+        assert a == b
