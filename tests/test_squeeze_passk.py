@@ -61,7 +61,7 @@ def test_passk_eval_on_a_tiny_world_and_its_resume(tmp_path):
     torch.set_num_threads(1)
     try:
         cfg = SqueezeConfig.preset(quick=True, n_entities=60, out=str(tmp_path / "run"), passk_max=8,
-                                   passk_questions=5, strategy_seeds=0)
+                                   passk_splits=("test", "shift_strategy"), passk_questions=5, strategy_seeds=0)
         cfg.rl.max_new_tokens = 6
         ctx = Context(cfg, lambda s: None)
         model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp_path / "m",

@@ -543,7 +543,8 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
                 v = getter(b, g)
                 if isinstance(v, dict):
                     vals.append(v.get("mean") if v.get("mean") is not None else np.nan)
-                    errs.append(v.get("sd") or 0.0)
+                    ci = v.get("ci")  # half-width of the 95% t-interval over seeds
+                    errs.append((ci[1] - ci[0]) / 2 if ci else 0.0)
                 else:
                     vals.append(np.nan if v is None else v)
                     errs.append(0.0)
@@ -560,9 +561,10 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     fams = sorted({f for _, b, _ in entries for f in b["per_family"]})
     bars(fams, lambda b, f: b["per_family"].get(f), "per_family.png", "Success per question family",
          "success (train split)")
-    splits = ["train", *[s for s in SHIFT_SPLITS if s in summary["start"]["shift"]]]
-    bars(splits, lambda b, s: b["train_success"] if s == "train" else b["shift"].get(s), "shift.png",
-         "Success on the train and shift splits", "success (mean over seeds, bar = sd)", with_err=True)
+    splits = ["train", "test", *[s for s in SHIFT_SPLITS if s in summary["start"]["shift"]]]
+    bars(splits, lambda b, s: b.get(f"{s}_success") if s in ("train", "test") else b["shift"].get(s), "shift.png",
+         "Success on the train pool, unseen test questions and the shift splits",
+         "success (mean over seeds, bar = 95% CI)", with_err=True)
     if summary.get("strategy_policy"):
         from searchgym.train.squeeze_strategy import strategy_plots
 
@@ -701,8 +703,8 @@ def _g(v: Any) -> str:
 def _msd(b: dict | None, nd: int = 3) -> str:
     if not b or b.get("mean") is None:
         return "–"
-    if len(b.get("values", [])) > 1:
-        return f"{b['mean']:.{nd}f} ± {b['sd']:.{nd}f}"
+    if len(b.get("values", [])) > 1 and b.get("ci"):  # mean ± half-width of the 95% t-interval over seeds
+        return f"{b['mean']:.{nd}f} ± {(b['ci'][1] - b['ci'][0]) / 2:.{nd}f}"
     return f"{b['mean']:.{nd}f}"
 
 
@@ -791,7 +793,8 @@ def headline_markdown(summary: dict[str, Any]) -> str:
         f"{c['seeds']} seed(s) per arm, {c['rl']['total_steps']} policy steps of "
         f"{c['rl']['prompts_per_step']}×{c['rl']['group_size']} episodes; evaluation: {c['eval_samples']} samples "
         f"per question at T={c['eval_temperature']}; wall time {summary['wall_s'] / 60:.1f} min on "
-        f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`:"),
+        f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`; table cells are "
+        "the mean over seeds ± the half-width of its 95% t-interval:"),
         "",
         *_gate_warning(summary),
         *headline_table(summary),

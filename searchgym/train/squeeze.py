@@ -71,7 +71,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     elif cfg.model is None and cfg.device == "cpu":
-        torch.set_num_threads(1)
+        torch.set_num_threads(cfg.arm_jobs())  # the sequential stages use the cores the arm workers share
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

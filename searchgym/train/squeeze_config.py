@@ -34,29 +34,29 @@ ARM_LABELS = {
 class SqueezeConfig:
     out: str = "runs/squeeze"             # output directory
     quick: bool = False                   # the <= 3 minute version
-    seeds: int = 2                        # seeds per arm
+    seeds: int = 6                        # seeds per arm
     arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
     device: str = "cpu"                   # cpu | cuda
     jobs: int | None = None               # arm-seed runs in parallel worker processes (None: 2 when the tiny LM
     #                                       runs on a CPU with >= 2 cores, else 1)
-    threads: int | None = None            # torch intra-op threads (None: 1 for the tiny LM on CPU, where more
-    #                                       threads gain little and lose a lot on a busy machine; else torch's)
+    threads: int | None = None            # torch intra-op threads of the sequential stages (None: for the tiny LM
+    #                                       on CPU as many as arm jobs, each arm worker has 1; else torch's)
     world_seed: int = 0                   # seed of the procedural world
-    n_entities: int = 400                 # world size
-    max_turns: int = 2                    # searches per episode
-    top_k: int = 3                        # passages per search
-    passage_chars: int = 90               # observation budget per passage (characters)
+    n_entities: int = 2000                # world size (more distinct train questions: less memorisation)
+    max_turns: int = 3                    # searches per episode
+    top_k: int = 2                        # passages per search
+    passage_chars: int = 200              # observation budget per passage (characters; 90 cut most answers off)
     demo_passes: int = 4                  # diverse-agent passes over the train questions (different strategies)
     demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
     tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
                                                                     num_layers=3, num_heads=4,
                                                                     intermediate_size=384))
-    pretrain: PretrainArgs = field(default_factory=lambda: PretrainArgs(max_steps=400))  # the tiny LM only
-    sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=500, batch_size=16,
-                                                         micro_batch_size=16, warmup_steps=20,
+    pretrain: PretrainArgs = field(default_factory=lambda: PretrainArgs(max_steps=600))  # the tiny LM only
+    sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=1000, batch_size=16,
+                                                         micro_batch_size=8, warmup_steps=20,
                                                          context_loss_weight=0.5))
-    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=40, prompts_per_step=8, group_size=8,
+    rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=20, prompts_per_step=8, group_size=8,
                                                       learning_rate=2e-4, max_new_tokens=20,
                                                       micro_batch_size=32, checkpoint_every=10,
                                                       max_context=1024))
@@ -71,9 +71,9 @@ class SqueezeConfig:
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
     ent_coef: float = 0.01                # entropy-bonus arm coefficient
-    eval_questions: int = 64              # train-split questions: the RL/tracking question pool, evaluated per model
-    eval_shift_questions: int = 32        # questions per shift split
-    eval_samples: int = 8                 # samples per question (pass@k up to this k)
+    eval_questions: int = 32              # train-split questions evaluated per model (RL trains on the whole split)
+    eval_shift_questions: int = 32        # questions per held-out split (test and each shift split)
+    eval_samples: int = 4                 # samples per question (pass@k up to this k; larger k: passk_max)
     eval_temperature: float = 1.0         # sampling temperature for evaluation
     competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM
     #                                       findings are marked unusable (the run still finishes)
@@ -84,23 +84,23 @@ class SqueezeConfig:
                                       "grpo_count", "grpo_darling", "grpo_sft_refresh")
     strategy_steps: int = 60              # its RL steps per arm
     passk_max: int = 64                   # pass@k up to this k (SFT start vs each arm; 0 disables it) ...
-    passk_questions: int = 24             # ... on this many questions of each of passk_splits ...
+    passk_questions: int = 16             # ... on this many questions of each of passk_splits ...
     passk_splits: tuple[str, ...] = ("test", "shift_strategy")
-    passk_seeds: int = 2                  # ... for the first this-many seeds of each arm (all seeds: 0)
+    passk_seeds: int = 1                  # ... for the first this-many seeds of each arm (all seeds: 0)
 
     @classmethod
     def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
         if quick:
             base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), n_entities=300, demo_passes=4,
-                       passage_chars=90,
                        tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
                                          intermediate_size=288, max_positions=768),
                        pretrain=PretrainArgs(max_steps=120),
-                       sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=16,
+                       sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=8,
                                    warmup_steps=10, context_loss_weight=0.5),
                        rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
-                       eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10)
+                       eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10,
+                       passk_max=32, passk_questions=6, passk_splits=("test",))
         else:
             base = cls()
         for k, v in overrides.items():

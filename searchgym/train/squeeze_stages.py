@@ -176,6 +176,12 @@ def question_pool(ctx: Context, split: str, n: int) -> list[int]:
     return [int(i) for i in perm[:min(n, len(exs))]]
 
 
+def train_pool(ctx: Context) -> list[int]:
+    """The questions RL trains on (and continued SFT is tracked on): the whole train split, in a fixed order; the
+    train-split evaluation uses its first ``eval_questions``."""
+    return question_pool(ctx, "train", len(ctx.world.split("train")))
+
+
 def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
              out_dir: Path | None = None) -> dict[str, Any]:
     """Sample ``eval_samples`` episodes per question on the train split (a fixed subset), the unseen test
@@ -268,7 +274,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     model, tok = load_lm(start_dir, device=c.device)
     n = args.prompts_per_step * args.group_size
     envs = ctx.envs(n)
-    pool = question_pool(ctx, "train", c.eval_questions)
+    pool = train_pool(ctx)
     tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
                                tensorboard=False)
 
@@ -365,7 +371,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     demos, _ = make_demos(ctx, tok, max(1, c.demo_passes), seed=1000 + seed)
     n = rl.prompts_per_step * rl.group_size
     envs = ctx.envs(n)
-    pool = question_pool(ctx, "train", c.eval_questions)
+    pool = train_pool(ctx)
     tracker = DiversityTracker(levels=("string", "slot"), log_dir=out_dir, titles=ctx.world.titles,
                                tensorboard=False)
     k = c.sft_steps_per_step()
