@@ -87,3 +87,22 @@ def test_pretrain_bad_args_fail_fast():
         PretrainArgs(max_steps=-1).validate()
     with pytest.raises(ConfigError):
         PretrainArgs(block_len=2).validate()
+
+
+def test_sft_learning_rate_warms_up_then_decays_linearly_to_the_final_ratio():
+    from searchgym.errors import ConfigError
+    from searchgym.train.sft import SFTArgs, lr_factor
+    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.train.squeeze_stages import continued_sft_args
+
+    f = lr_factor(SFTArgs(warmup_steps=10, final_lr_ratio=0.1), total=110)
+    assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)
+    assert f(59) == pytest.approx(0.55) and f(109) == pytest.approx(0.1)
+    assert all(lr_factor(SFTArgs(warmup_steps=1), total=50)(s) == 1.0 for s in range(50))  # constant by default
+    with pytest.raises(ConfigError, match="final_lr_ratio"):
+        SFTArgs(final_lr_ratio=0.0).validate()
+    # the continued-SFT arm and the SFT refresh go on at the rate the warm start ended with, constant
+    cfg = SqueezeConfig()
+    c = continued_sft_args(cfg)
+    assert c.learning_rate == pytest.approx(cfg.sft.learning_rate * cfg.sft.final_lr_ratio)
+    assert c.final_lr_ratio == 1.0 and c.warmup_steps == 1

@@ -31,6 +31,8 @@ class SFTArgs:
     batch_size: int = 32               # episodes per optimizer step
     micro_batch_size: int = 16         # episodes per forward pass (gradient accumulation)
     max_grad_norm: float = 1.0         # gradient clipping
+    final_lr_ratio: float = 1.0        # learning rate at the last step / learning_rate (linear decay after the
+    #                                    warm-up; 1.0 = constant)
     context_loss_weight: float = 0.0   # also predict prompt/observation tokens with this weight (an LM
     #                                    pretraining signal for a from-scratch model; 0 = masked SFT only)
     checkpoint_every: int = 0          # optimizer steps between checkpoints (0 = only at the end)
@@ -44,6 +46,22 @@ class SFTArgs:
             raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.epochs <= 0 and not self.max_steps:
             raise ConfigError("give epochs > 0 or max_steps")
+        if not 0.0 < self.final_lr_ratio <= 1.0:
+            raise ConfigError(f"final_lr_ratio must be in (0, 1], got {self.final_lr_ratio}")
+
+
+def lr_factor(args: SFTArgs, total: int) -> Callable[[int], float]:
+    """The learning-rate multiplier at optimizer step s: linear warm-up, then a linear decay to
+    ``final_lr_ratio`` at the last step (constant when it is 1)."""
+    w = max(1, args.warmup_steps)
+
+    def f(s: int) -> float:
+        if s + 1 < w:
+            return (s + 1) / w
+        span = max(1, total - w)
+        return 1.0 - (1.0 - args.final_lr_ratio) * min(1.0, (s + 1 - w) / span)
+
+    return f
 
 
 def num_steps(args: SFTArgs, n_examples: int) -> int:
@@ -102,7 +120,7 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
     model.to(args.device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=args.learning_rate, weight_decay=args.weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, args.warmup_steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor(args, total))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     history: list[dict[str, float]] = []
     start = 0

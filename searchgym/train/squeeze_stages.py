@@ -319,6 +319,14 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     return hist
 
 
+def continued_sft_args(c: SqueezeConfig) -> Any:
+    """The warm start's SFT recipe continued: its loss mix and batch, at the learning rate it ended with,
+    constant, no second warm-up (the continued-SFT arm and the periodic SFT refresh)."""
+    s = c.sft
+    return replace(s, learning_rate=s.learning_rate * s.final_lr_ratio, final_lr_ratio=1.0, warmup_steps=1,
+                   device=c.device)
+
+
 def sft_refresh(ctx: Context, tok: Any, seed: int) -> Callable[[int, Any, Any], dict[str, float] | None]:
     """The periodic-SFT-refresh hook: every ``refresh_every`` RL steps, ``refresh_steps`` SFT steps on fresh
     diverse demonstrations through the RL optimizer (so its state is checkpointed and resume stays exact), at the
@@ -329,7 +337,7 @@ def sft_refresh(ctx: Context, tok: Any, seed: int) -> Callable[[int, Any, Any], 
 
     c = ctx.cfg
     demos = [e for e in make_demos(ctx, tok, max(1, c.demo_passes), seed=2000 + seed)[0] if sum(e.mask) > 0]
-    sargs = replace(c.sft, device=c.device)
+    sargs = continued_sft_args(c)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
 
     def hook(step: int, model: Any, opt: Any) -> dict[str, float] | None:
@@ -401,8 +409,8 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
 
     # the warm start's recipe (learning rate, loss mix, batch) continued without a second warm-up, for as many
     # optimizer steps as an RL arm takes (k per rollout batch)
-    args = replace(c.sft, seed=seed, max_steps=rl.total_steps * k, log_every=k, checkpoint_every=max(k, 10),
-                   device=c.device, warmup_steps=1)
+    args = replace(continued_sft_args(c), seed=seed, max_steps=rl.total_steps * k, log_every=k,
+                   checkpoint_every=max(k, 10))
     hist = train_sft(model, tok, demos, args, out_dir=out_dir, resume=c.resume, eval_fn=track)
     tracker.close()
     ctx.save_model(model, tok, out_dir / "final_model")
