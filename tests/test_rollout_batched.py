@@ -12,28 +12,13 @@ import pytest
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
 
+from helpers import CountingRetriever  # tests/ is on sys.path under pytest
+
 from searchgym.envs.env import SearchEnv
 from searchgym.envs.vector import batchable, step_batched
 
 PROMPT = "Question: {question}\n"
 MAX_TURNS = 3
-
-
-class CountingRetriever:
-    """The real retriever, with every batch_search call's queries recorded (search() goes through it too)."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def search(self, query, k=3):
-        return self.batch_search([query], k)[0]
-
-    def batch_search(self, queries, k=3):
-        self.calls.append(list(queries))
-        return self.inner.batch_search(queries, k)
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +104,7 @@ def test_one_batch_search_per_turn(world_bits):
         if qs:
             expected.append(qs)
     assert len(expected) >= 2
-    assert counting.calls == expected
+    assert counting.queries == expected
     # the per-env path: one call per search
     counting.calls.clear()
     eps = _run(world_bits, [make_env(world, counting) for _ in range(n)], batch_search=False)
@@ -158,7 +143,7 @@ class RefusingRetriever(CountingRetriever):
     def batch_search(self, queries, k=3):
         from searchgym.errors import QueryError
 
-        self.calls.append(list(queries))
+        self.calls.append((list(queries), k))
         if any("forbidden" in q for q in queries):
             raise QueryError("the server refused a query")
         return self.inner.batch_search(queries, k)
@@ -177,7 +162,7 @@ def test_step_batched_matches_step_and_isolates_a_bad_query(world_bits):
             e.reset(options={"index": k})
         out.append(step_batched(envs, actions) if batched else [e.step(x) for e, x in zip(envs, actions)])
         if batched:  # the batch was refused, then each searching env retried on its own
-            assert retr.calls == [["capital city", "forbidden words", "river"], ["capital city"],
+            assert retr.queries == [["capital city", "forbidden words", "river"], ["capital city"],
                                   ["forbidden words"], ["river"]]
     assert out[1] == out[0]
     kinds = [o[4]["kind"] for o in out[1]]

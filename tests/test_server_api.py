@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx
+from helpers import CountingRetriever  # tests/ is on sys.path under pytest
 
 from searchgym.errors import QueryError
 
@@ -26,20 +27,6 @@ MAX_QUERIES = 50
 @pytest.fixture(scope="module")
 def bm25(tmp_path_factory):
     return live.build_bm25(tmp_path_factory.mktemp("server_api") / "idx")
-
-
-class CountingRetriever:
-    """Delegates to a real retriever and counts batch_search calls."""
-
-    def __init__(self, inner):
-        self.inner, self.calls = inner, []
-
-    def search(self, query, k=3):
-        return self.batch_search([query], k)[0]
-
-    def batch_search(self, queries, k=3):
-        self.calls.append((list(queries), k))
-        return self.inner.batch_search(queries, k)
 
 
 @pytest.fixture(scope="module")
