@@ -29,7 +29,7 @@ demo: $(STAMP)
 	echo "demo run directory: $$out"; \
 	$(VENV)/bin/searchgym squeeze --quick --out $$out && echo "report: $$out/report.md ($$out/report.html)"
 
-# The full experiment (<= 20 min on 2 cores); its figures become the README headline.
+# The full experiment (<= 45 min on 2 cores); its figures become the README headline.
 squeeze: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --out runs/squeeze --readme README.md
 

@@ -61,6 +61,10 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
         assert [len(ser["step"]) for ser in b["series"]] == [2]
         assert "acted" in b["controls"]
         assert b["test_success"]["mean"] is not None and set(b["shift_success"]) == set(sq.SHIFT_SPLITS)
+        # the summary contract: strategy entropy (strategy classes) with mean and CI, the malformed share
+        # (a 32-wide LM after 4 SFT steps may not search at all: then there is no strategy to measure)
+        assert {"mean", "ci"} <= set(b["strategy_entropy"]) and {"mean", "ci"} <= set(b["malformed_share"])
+        assert b["strategy_entropy"]["mean"] is None or b["strategy_entropy"]["mean"] >= 0.0
     # the held-out splits are evaluated at one equal number of episodes each
     start_ev = json.loads((out / "start_eval" / "eval.json").read_text())
     assert len({start_ev[sp]["episodes"] for sp in ("test", *sq.SHIFT_SPLITS)}) == 1

@@ -19,7 +19,7 @@ SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy"
 def _ms(values: list[float]) -> dict[str, Any]:
     v = [float(x) for x in values if x is not None and not (isinstance(x, float) and math.isnan(x))]
     if not v:
-        return {"mean": None, "sd": None, "values": []}
+        return {"mean": None, "sd": None, "ci": None, "values": []}
     sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
     m = float(np.mean(v))
     ci = None
@@ -171,7 +171,8 @@ def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float 
     return out
 
 
-COMPARED = (("test_success", "test success"), ("slot_entropy", "template entropy (slot)"),
+COMPARED = (("test_success", "test success"), ("strategy_entropy", "strategy entropy"),
+            ("slot_entropy", "template entropy (slot)"),
             ("well_formed_slot_entropy", "template entropy, well-formed queries"))
 
 
@@ -250,6 +251,9 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "well_formed_slot_entropy": _ms([_div(e["train"], "well_formed", "levels", "slot", "entropy")
                                              for e in evs]),
             "slot_mi_question": _ms([_div(e["train"], "levels", "slot", "mi_question") for e in evs]),
+            # the strategy classes' entropy (strategy.py: copy-question, entity-lookup, ...) on the train pool
+            "strategy_entropy": _ms([_div(e["train"], "strategy", "entropy") for e in evs]),
+            "malformed_share": _ms([_div(e["train"], "malformed_share") for e in evs]),
             "token_entropy": _ms([e["train"]["token_entropy"] for e in evs]),
             "queries_per_episode": _ms([e["train"]["queries_per_episode"] for e in evs]),
             "pass_at_k": {str(j): _ms([e["train"]["pass_at_k"][str(j)] for e in evs])["mean"]
@@ -711,17 +715,20 @@ def _msd(b: dict | None, nd: int = 3) -> str:
 def headline_table(summary: dict[str, Any]) -> list[str]:
     st = summary["start"]
     shifts = [s for s in SHIFT_SPLITS if s in st["shift"]]
-    head = ["arm", "seeds", "train success", "test success", "template entropy (slot)", "effective # templates",
+    head = ["arm", "seeds", "train success", "test success", "strategy entropy", "template entropy (slot)",
+            "effective # templates",
             "grounded share", "slot entropy (well-formed)", "token entropy",
             *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines.append("| SFT start (warm start) | – | " + " | ".join(
-        [_msd(st["train_success"]), _msd(st.get("test_success")), _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
+        [_msd(st["train_success"]), _msd(st.get("test_success")), _msd(st.get("strategy_entropy")),
+         _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
          _msd(st.get("grounded_share")), _msd(st.get("well_formed_slot_entropy")),
          _msd(st["token_entropy"]), *[_msd(st["shift"][s]) for s in shifts]]) + " |")
     for b in summary["arms"].values():
         lines.append(f"| {b['label']} | {b['seeds']} | " + " | ".join(
-            [_msd(b["train_success"]), _msd(b.get("test_success")), _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
+            [_msd(b["train_success"]), _msd(b.get("test_success")), _msd(b.get("strategy_entropy")),
+             _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
              _msd(b.get("grounded_share")), _msd(b.get("well_formed_slot_entropy")),
              _msd(b["token_entropy"]), *[_msd(b["shift"].get(s)) for s in shifts]]) + " |")
     return lines
