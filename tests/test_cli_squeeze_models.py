@@ -42,7 +42,7 @@ def squeeze_run(tmp_path_factory):
 def test_each_stage_label_is_printed_once(squeeze_run):
     _, logs = squeeze_run
     labels = Counter(m.group(0) for line in logs if (m := re.match(r"\[\d/6\]", line)))
-    assert set(labels) == {f"[{i}/6]" for i in range(0, 7)}  # [0/6]: the strategy-policy stage
+    assert set(labels) == {f"[{i}/6]" for i in range(7)}  # [0/6]: the strategy-policy stage
     assert all(c == 1 for c in labels.values()), labels
 
 
