@@ -18,6 +18,6 @@ def test_lm_competence_script_prints_train_and_test_rows(tmp_path):
            "--out", str(tmp_path / "m")]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| train |") or ln.startswith("| test |")]
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith(("| train |", "| test |"))]
     assert len(rows) == 2 and all(ln.endswith("| 2 |") for ln in rows)
     assert (tmp_path / "m" / "sft" / "model" / "config.json").exists()
