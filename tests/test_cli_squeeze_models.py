@@ -48,19 +48,20 @@ def test_each_stage_label_is_printed_once(squeeze_run):
 
 def test_squeeze_models_carry_their_prompt_and_rollout_uses_it(squeeze_run, tmp_path):
     from searchgym.cli import app
-    from searchgym.train.squeeze import TINY_PROMPT
+    from searchgym.train.squeeze import TINY_PROMPT, SqueezeConfig
 
     out, _ = squeeze_run
+    max_turns = SqueezeConfig().max_turns  # the fixture keeps the default env budget
     for d in ("base_model", "sft/model", "arms/grpo/seed1/final_model"):
         meta = json.loads((out / d / "searchgym_prompt.json").read_text())
-        assert meta["prompt_template"] == TINY_PROMPT and meta["max_turns"] == 2, d
+        assert meta["prompt_template"] == TINY_PROMPT and meta["max_turns"] == max_turns, d
     model = out / "arms" / "grpo" / "seed1" / "final_model"
     s = tmp_path / "s.json"
     r = CliRunner().invoke(app, ["rollout", "--agent", str(model), "-n", "2", "--max-new-tokens", "8",
                                  "--no-progress", "--summary-json", str(s), "--out", str(tmp_path / "t.jsonl")])
     assert r.exit_code == 0, r.output
     assert json.loads(s.read_text())["episodes"] == 2
-    # the env the model was evaluated in had the tiny LM's budget (max_turns 2 -> at most 3 actions)
+    # the env the model was evaluated in had the tiny LM's budget (max_turns searches + the answer at most)
     from searchgym.trajectory import read_trajectories
 
-    assert all(len(t.steps) <= 3 for t in read_trajectories(tmp_path / "t.jsonl"))
+    assert all(len(t.steps) <= max_turns + 1 for t in read_trajectories(tmp_path / "t.jsonl"))
