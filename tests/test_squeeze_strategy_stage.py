@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from test_train_squeeze import _tiny_cfg  # tests/ is on sys.path under pytest
 from typer.testing import CliRunner
 
@@ -13,13 +12,6 @@ from searchgym.cli import app
 from searchgym.errors import ConfigError
 
 ARMS = ("sft", "grpo", "grpo_count")
-
-
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
 
 
 def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):

@@ -34,13 +34,6 @@ def _tiny_cfg(out, **kw):
     return cfg
 
 
-@pytest.fixture
-def one_thread():
-    n = torch.get_num_threads()
-    yield
-    torch.set_num_threads(n)
-
-
 def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     from searchgym.train import squeeze as sq
 
