@@ -77,8 +77,8 @@ def passk_eval(ctx: Any, model: Any, tokenizer: Any, *, seed: int, name: str,
     "pass_at_k": {k: {"mean", "ci"}}, "success", "episodes"}}, "missing_splits"}``."""
     import torch
 
-    from searchgym.train.rollout import LMPolicy, run_episodes
-    from searchgym.train.squeeze_stages import question_pool
+    from searchgym.train.rollout import LMPolicy
+    from searchgym.train.squeeze_stages import question_pool, sample_questions
 
     c = ctx.cfg
     n = int(c.passk_max)
@@ -101,11 +101,8 @@ def passk_eval(ctx: Any, model: Any, tokenizer: Any, *, seed: int, name: str,
         pairs: list[list[int]] = []
         for q0 in range(0, len(idx), chunk_questions):
             qs = idx[q0:q0 + chunk_questions]
-            m = len(qs) * n
             with torch.no_grad():
-                eps = run_episodes(pol, envs[:m], [None] * m, options=[{"index": qs[i // n]} for i in range(m)],
-                                   groups=[i // n for i in range(m)], max_context=c.rl.max_context,
-                                   max_new_tokens=c.rl.max_new_tokens, agent_name=name)
+                eps = sample_questions(ctx, pol, envs, qs, n, name)
             correct = [0] * len(qs)
             for e in eps:
                 correct[int(e.group)] += int(e.em > 0)

@@ -182,6 +182,18 @@ def train_pool(ctx: Context) -> list[int]:
     return question_pool(ctx, "train", len(ctx.world.split("train")))
 
 
+def sample_questions(ctx: Context, policy: Any, envs: list[Any], questions: list[int], k: int, name: str) -> list[Any]:
+    """``k`` episodes of ``policy`` on each of ``questions`` (indices into the envs' split), using the first
+    ``len(questions) * k`` of ``envs``; episode ``i`` answers ``questions[i // k]`` and has group ``i // k``."""
+    from searchgym.train.rollout import run_episodes
+
+    c = ctx.cfg
+    m = len(questions) * k
+    return run_episodes(policy, envs[:m], [None] * m, options=[{"index": questions[i // k]} for i in range(m)],
+                        groups=[i // k for i in range(m)], max_context=c.rl.max_context,
+                        max_new_tokens=c.rl.max_new_tokens, agent_name=name)
+
+
 def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
              out_dir: Path | None = None) -> dict[str, Any]:
     """Sample ``eval_samples`` episodes per question on the train split (a fixed subset), the unseen test
@@ -191,7 +203,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
 
     from searchgym.diversity import Templater, mean_pass_at_k
     from searchgym.diversity.core import analyze_episodes, episode_from_trajectory
-    from searchgym.train.rollout import LMPolicy, run_episodes
+    from searchgym.train.rollout import LMPolicy
     from searchgym.trajectory import write_trajectories
 
     c = ctx.cfg
@@ -210,9 +222,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
         gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + len(split))
         pol = LMPolicy(model, tokenizer, temperature=c.eval_temperature, max_new_tokens=c.rl.max_new_tokens,
                        device=c.device, generator=gen)
-        eps = run_episodes(pol, envs, [None] * len(envs), options=[{"index": idx[i // k]} for i in range(len(envs))],
-                           groups=[i // k for i in range(len(envs))], max_context=c.rl.max_context,
-                           max_new_tokens=c.rl.max_new_tokens, agent_name=name)
+        eps = sample_questions(ctx, pol, envs, idx, k, name)
         per_q: dict[int, list[float]] = defaultdict(list)
         fam: dict[str, list[float]] = defaultdict(list)
         for e in eps:
