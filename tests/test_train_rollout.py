@@ -399,9 +399,9 @@ def test_cov_controls_act_with_minibatches(setup, tmp_path, loss):
     assert max(r["losses/cov_selected_share"] for r in hist) > 0
 
 
-def test_entropy_bonus_keeps_the_zero_advantage_filter(setup):
-    """The entropy (and KL) regularised arms train on the same informative groups as GRPO: turning the
-    filter off for them would dilute the token-mean policy gradient (a smaller step)."""
+def test_entropy_bonus_keeps_the_zero_advantage_filter_for_the_policy_gradient_only(setup):
+    """The policy-gradient term trains on the informative groups (the same step size as GRPO's), while the
+    entropy bonus acts on every episode: all-tied groups included (issue 21 §6)."""
     from searchgym.train.rl import train_rl
 
     model, tok = load(setup)
@@ -411,6 +411,45 @@ def test_entropy_bonus_keeps_the_zero_advantage_filter(setup):
     informative = round(6 * (1 - r["charts/zero_adv_groups"]))
     assert r["charts/zero_adv_groups"] > 0  # a random tiny LM fails most questions: some group is uninformative
     assert r["charts/episodes_trained"] == informative
+    assert r["charts/episodes_regularised"] == 6
+
+
+def _zero_reward(ctx):
+    return 0.0
+
+
+@pytest.mark.parametrize("ent_coef", [0.0, 0.5])
+def test_entropy_bonus_raises_entropy_when_every_group_ties(setup, ent_coef):
+    """Every reward is 0, so every group ties and GRPO has no policy gradient. Without a bonus the model is left
+    as it was; one step with the entropy bonus raises the token entropy on the step's own episodes."""
+    from searchgym.envs.env import SearchEnv
+    from searchgym.train.rl import _torch_gen, train_rl
+    from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
+
+    world, retr, _ = setup
+    envs = [SearchEnv(dataset=world.split("train"), retriever=retr, split="train", max_turns=2, prompt_template=PROMPT,
+                      passage_chars=120, reward=_zero_reward) for _ in range(6)]
+    args = _rl_args(total_steps=1, checkpoint_every=0, ent_coef=ent_coef, learning_rate=3e-3)
+    model, tok = load(setup)
+    q = _questions(2)
+    pol = LMPolicy(model, tok, max_new_tokens=args.max_new_tokens, generator=_torch_gen(args.seed, 0, 1))
+    eps = run_episodes(pol, envs, [s for s, _ in q(0) for _ in range(3)], options=[o for _, o in q(0) for _ in range(3)],
+                       max_context=args.max_context, max_new_tokens=args.max_new_tokens, obs_max_words=args.obs_max_words)
+    batch = collate(eps, tok.pad_token_id or 0)
+
+    def entropy() -> float:
+        with torch.no_grad():
+            _, ent, _ = policy_forward(model, batch)
+        return float((ent * batch["mask"]).sum() / batch["mask"].sum())
+
+    before = entropy()
+    hist = train_rl(model, tok, envs, args, questions=q)
+    assert hist[0]["charts/zero_adv_groups"] == 1.0
+    assert hist[0]["charts/episodes_trained"] == 0
+    if ent_coef == 0:
+        assert entropy() == pytest.approx(before, abs=1e-6)
+    else:
+        assert entropy() > before + 1e-3
 
 
 def test_darling_shaping_feeds_the_advantages(setup):

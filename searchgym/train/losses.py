@@ -154,11 +154,16 @@ def clip_cov_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
 
 
 def kl_cov_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, mask: torch.Tensor, *,
-                kl_cov_ratio: float = 2e-4, kl_coef: float = 1.0) -> tuple[torch.Tensor, dict[str, float]]:
+                kl_cov_ratio: float = 2e-4, kl_coef: float = 1.0,
+                pg_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
     """KL-Cov (Cui et al. 2025), as released.
 
     Plain ``-A r`` on every token (no PPO clipping); on the top ``max(1, floor(N * ratio))`` valid tokens by
-    centred covariance, add ``kl_coef * |logp - old_logp|``."""
+    centred covariance, add ``kl_coef * |logp - old_logp|``.
+
+    ``pg_mask`` (a sub-mask of ``mask``) restricts the policy-gradient term to those tokens (the trainers pass
+    the informative groups' tokens) while the selection and the penalty act on every token of ``mask``: the
+    penalty is a regulariser, and a regulariser must act on all-tied groups too. ``None``: one mask for both."""
     if kl_cov_ratio <= 0:
         raise ConfigError(f"kl_cov_ratio must be > 0, got {kl_cov_ratio}")
     log_ratio = logp - old_logp
@@ -176,8 +181,10 @@ def kl_cov_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor, m
         top = torch.topk(cov, n_top, largest=True).indices
         sel[valid_idx[top]] = True
     sel = sel.reshape(pg.shape)
-    token_loss = torch.where(sel, pg_kl, pg)
-    loss = masked_mean(token_loss, mask)
+    if pg_mask is None:
+        loss = masked_mean(torch.where(sel, pg_kl, pg), mask)
+    else:
+        loss = masked_mean(pg, pg_mask) + kl_coef * masked_mean(log_ratio.abs() * sel, mask)
     stats = {"kl_cov_frac": masked_mean(sel.float(), mask).item(),
              "n_cov_selected": float(sel.sum().item()),
              "ppo_kl_abs": masked_mean(log_ratio.abs(), mask).item(),

@@ -58,10 +58,12 @@ class RLArgs:
     max_grad_norm: float = 1.0          # gradient clipping
     # --- advantages
     norm_adv_by_std: bool = True        # GRPO: divide by the group std (False = Dr. GRPO mean-centring)
-    skip_zero_adv: bool = True          # GRPO/RLOO: leave groups whose rewards are all equal out of the update
-    #                                     (their policy-gradient is 0; as DAPO's dynamic sampling, the token-mean
-    #                                     is then over the informative groups). Applied whatever ent_coef and
-    #                                     kl_coef are, so regularised arms take a GRPO-sized policy step.
+    skip_zero_adv: bool = True          # GRPO/RLOO: leave groups whose rewards are all equal out of the
+    #                                     policy-gradient term (their gradient is 0; as DAPO's dynamic sampling,
+    #                                     its token-mean is over the informative groups, so every arm takes a
+    #                                     GRPO-sized policy step). The regularisers (entropy bonus, KL to the
+    #                                     reference, KL-Cov's penalty) still act on EVERY episode: on a collapsed
+    #                                     policy every group ties, and that is where a remedy must act.
     gamma: float = 1.0                  # PPO: discount over agent tokens
     gae_lambda: float = 1.0             # PPO: GAE lambda
     vf_coef: float = 0.5                # PPO: value-loss coefficient
@@ -146,11 +148,14 @@ def compute_advantages(args: RLArgs, rewards: Any) -> Any:
 
 
 def policy_loss(args: RLArgs, logp: Any, old_logp: Any, adv: Any, mask: Any, *,
-                generator: Any = None) -> tuple[Any, dict[str, float]]:
+                generator: Any = None, reg_mask: Any = None) -> tuple[Any, dict[str, float]]:
     """The token-mean policy loss ``args.policy_loss`` selects, with stats under common names:
     ``clip_fraction`` (tokens whose PPO ratio was clipped), ``abs_log_ratio`` (mean |log pi/pi_old|: 0 on the
     first on-policy update, so a control that acts through the ratio needs several mini-batches) and
-    ``cov_selected_share`` (share of tokens Clip-Cov detached or KL-Cov penalised; 0 for plain PPO-clip)."""
+    ``cov_selected_share`` (share of tokens Clip-Cov detached or KL-Cov penalised; 0 for plain PPO-clip).
+
+    ``mask`` holds the tokens of the policy-gradient term; ``reg_mask`` (default ``mask``) the tokens KL-Cov's
+    penalty acts on (every episode, all-tied groups included)."""
     from searchgym.train import losses as L
 
     if args.policy_loss == "clip_cov":
@@ -159,8 +164,9 @@ def policy_loss(args: RLArgs, logp: Any, old_logp: Any, adv: Any, mask: Any, *,
                                  clip_low=args.clip_low, clip_high=args.clip_high, generator=generator)
         share = st["clipfrac_cov"]
     elif args.policy_loss == "kl_cov":
-        pg, st = L.kl_cov_loss(logp, old_logp, adv, mask, kl_cov_ratio=args.kl_cov_ratio,
-                               kl_coef=args.kl_cov_coef)
+        both = reg_mask is None or reg_mask is mask
+        pg, st = L.kl_cov_loss(logp, old_logp, adv, mask if both else reg_mask, kl_cov_ratio=args.kl_cov_ratio,
+                               kl_coef=args.kl_cov_coef, pg_mask=None if both else mask)
         share = st["kl_cov_frac"]
     else:
         pg, st = L.ppo_clip_loss(logp, old_logp, adv, mask, clip_low=args.clip_low, clip_high=args.clip_high)
@@ -195,8 +201,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
 
     from searchgym.train import losses as L
     from searchgym.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
-    from searchgym.train.ppo import make_value_head, values_from_hidden
     from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
+    from searchgym.train.value_head import make_value_head, values_from_hidden
 
     args.validate()
     G, P = args.group_size, args.prompts_per_step
@@ -313,9 +319,13 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         # ---------------------------------------------------------------- 3. update
         model.train()
         stats_acc: dict[str, list[float]] = {}
-        pool = np.arange(len(episodes))
-        if seq_adv is not None and args.skip_zero_adv:  # the same filter whatever the regulariser, so
-            pool = pool[(seq_adv != 0).numpy()]           # every arm's policy-gradient step has one size
+        # The policy-gradient term trains on the informative groups only (the same filter for every arm, so
+        # every arm's policy-gradient step has one size); the regularisers act on every episode.
+        informative = np.ones(len(episodes), dtype=bool)
+        if seq_adv is not None and args.skip_zero_adv:
+            informative = (seq_adv != 0).numpy()
+        regularised = args.ent_coef != 0 or ref is not None or args.policy_loss == "kl_cov"
+        pool = np.arange(len(episodes)) if regularised else np.flatnonzero(informative)
         perm_rng = np.random.default_rng([args.seed, step, 3])
         cov_gen = _torch_gen(args.seed, step, 2, "cpu")
         for _epoch in range(args.update_epochs if len(pool) else 0):
@@ -329,11 +339,12 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
                 for chunk in chunks:
                     b = collate([episodes[i] for i in chunk], pad, dev)
                     mask = b["mask"]
+                    pg_mask = mask * torch.tensor(informative[chunk], dtype=mask.dtype, device=dev)[:, None]
                     # gather the precomputed per-token tensors of these episodes
                     adv = _gather(tok_adv, micro, chunk, mask.shape[1], dev) * mask
                     lp, ent, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=True,
                                                   output_hidden=args.algo == "ppo")
-                    pg, st = policy_loss(args, lp, b["old_logp"], adv, mask, generator=cov_gen)
+                    pg, st = policy_loss(args, lp, b["old_logp"], adv, pg_mask, generator=cov_gen, reg_mask=mask)
                     ent_mean = L.masked_mean(ent, mask)
                     loss = pg - args.ent_coef * ent_mean
                     st["policy"] = pg.item()
@@ -373,7 +384,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
             "charts/response_tokens": float(np.mean(n_tok)),
             "charts/token_entropy": float(np.mean(all_ent)) if all_ent else 0.0,
             "charts/zero_adv_groups": float((g_rewards.std(dim=1) == 0).float().mean()) if G > 1 else 0.0,
-            "charts/episodes_trained": float(len(pool)),
+            "charts/episodes_trained": float(informative.sum()),  # in the policy-gradient term
+            "charts/episodes_regularised": float(len(pool)) if regularised else 0.0,
             "charts/time_rollout": t_roll, "charts/time_update": t_upd,
             "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
         }

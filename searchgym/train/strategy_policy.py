@@ -17,7 +17,7 @@ probability ratio moves and the Clip-Cov / KL-Cov corrections can act. Arms:
 sft                continued SFT on fresh demonstrator choices (same optimizer steps as an RL arm)
 grpo               GRPO (PPO-clip, group mean/std advantages, zero-advantage groups left out)
 grpo_kl            GRPO + ``kl_coef`` * KL(pi || SFT start) (low-variance k3 at the sampled choice, as the LM)
-grpo_ent           GRPO + entropy bonus (exact entropy of the softmax), same zero-advantage filtering
+grpo_ent           GRPO + entropy bonus (exact entropy of the softmax) on every sampled choice
 grpo_clipcov       GRPO with Clip-Cov (PPO clip ranges 1, as released)
 grpo_klcov         GRPO with KL-Cov
 grpo_count         GRPO on r + c * min(1, 1/sqrt(N(x, a))) (outcome-based exploration, UCB-style; the
@@ -48,6 +48,7 @@ from searchgym.errors import ConfigError
 
 ARMS = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling",
         "grpo_sft_refresh")
+REGULARISED = ("grpo_kl", "grpo_ent", "grpo_klcov")  # arms with a term that acts on every sampled choice
 EVAL_SPLITS = ("train", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
 
 
@@ -404,13 +405,17 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
             r = _shaped_rewards(arm, cfg, r, acts, qidx, counts)
             rt = torch.tensor(r, dtype=torch.float32)
             adv = grpo_advantages(rt, G, norm_by_std=cfg.norm_adv_by_std and arm != "grpo_darling")
-            keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()  # zero-advantage groups out
+            # zero-advantage groups leave the policy-gradient term only; the regularisers (KL, entropy,
+            # KL-Cov's penalty) act on every sampled choice, all-tied groups included
+            keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()
+            regularised = arm in REGULARISED
             perm = torch.randperm(P * G, generator=gen)
             mb = P * G // cfg.num_minibatches
             for k in range(cfg.num_minibatches):
                 ix = perm[k * mb:(k + 1) * mb]
                 m = keep[ix][:, None]
-                if m.sum() == 0:
+                m_all = torch.ones_like(m)
+                if m.sum() == 0 and not regularised:
                     continue
                 logits = policy(xb[ix])
                 logp_all = torch.log_softmax(logits, -1)
@@ -422,17 +427,18 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
                                                 clip_low=1.0, clip_high=1.0, generator=gen)
                     ctl["selected"] += stats["n_cov_selected"]
                 elif arm == "grpo_klcov":
-                    loss, stats = kl_cov_loss(logp, olp, a, m, kl_cov_ratio=cfg.kl_cov_ratio, kl_coef=cfg.kl_cov_coef)
+                    loss, stats = kl_cov_loss(logp, olp, a, m_all, kl_cov_ratio=cfg.kl_cov_ratio,
+                                              kl_coef=cfg.kl_cov_coef, pg_mask=m)
                     ctl["selected"] += stats["n_cov_selected"]
                 else:
                     loss, stats = ppo_clip_loss(logp, olp, a, m, clip_low=cfg.clip, clip_high=cfg.clip)
                 ctl["clipfrac"] += stats.get("clipfrac", 0.0) * float(m.sum())
                 if arm == "grpo_kl":
                     ref_logp = torch.log_softmax(ref(xb[ix]), -1).gather(1, acts_t[ix][:, None])
-                    loss = loss + cfg.kl_coef * masked_mean(kl_penalty(logp, ref_logp, "low_var_kl"), m)
+                    loss = loss + cfg.kl_coef * masked_mean(kl_penalty(logp, ref_logp, "low_var_kl"), m_all)
                 if arm == "grpo_ent":
                     ent = -(logp_all.exp() * logp_all).sum(-1, keepdim=True)
-                    loss = loss - cfg.ent_coef * masked_mean(ent, m)
+                    loss = loss - cfg.ent_coef * masked_mean(ent, m_all)
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
