@@ -80,10 +80,10 @@ def main() -> None:
     from torch.utils.flop_counter import FlopCounterMode
     from transformers.utils import logging as hf_logging
 
+    from searchgym.experiments.squeeze.experiment import Context, SqueezeConfig, make_demos
     from searchgym.train.rl import RLArgs, train_rl
     from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
     from searchgym.train.sft import SFTArgs, train_sft
-    from searchgym.train.squeeze import Context, SqueezeConfig, make_demos
     from searchgym.train.tiny_lm import count_parameters, create_tiny_lm, world_texts
 
     hf_logging.disable_progress_bar()

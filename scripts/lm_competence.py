@@ -1,7 +1,7 @@
 """How competent is the squeeze experiment's tiny LM after pretraining + SFT, and does it generalise?
 
 Builds the world, trains tokenizer and tiny LM, pretrains and SFTs it exactly as ``searchgym squeeze`` does
-(the stages of :mod:`searchgym.train.squeeze_stages`), then samples episodes on a fixed pool of **train**
+(the stages of :mod:`searchgym.experiments.squeeze.stages`), then samples episodes on a fixed pool of **train**
 questions (seen in SFT) and of unseen **test** questions, at T=1 (the gate's temperature) and a lower one. A
 train figure far above the test figure means the LM memorised train answers instead of learning to search and
 read. Prints one table row per evaluation; the recipe knobs are flags (defaults: the squeeze defaults).
@@ -23,7 +23,7 @@ import numpy as np
 
 
 def main() -> None:
-    from searchgym.train.squeeze_config import TINY_PROMPT, SqueezeConfig
+    from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
 
     d = SqueezeConfig()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -44,8 +44,8 @@ def main() -> None:
 
     import torch
 
+    from searchgym.experiments.squeeze.stages import Context, pretrain_stage, question_pool, warm_start
     from searchgym.train.rollout import LMPolicy, run_episodes
-    from searchgym.train.squeeze_stages import Context, pretrain_stage, question_pool, warm_start
     from searchgym.train.tiny_lm import create_tiny_lm, world_texts
 
     torch.set_num_threads(a.threads)

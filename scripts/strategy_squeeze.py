@@ -14,7 +14,7 @@ import argparse
 import json
 import time
 
-from searchgym.train.strategy_policy import ARMS, StrategyConfig, run_strategy_experiment
+from searchgym.experiments.squeeze.strategy_policy import ARMS, StrategyConfig, run_strategy_experiment
 
 
 def _f(d: dict) -> str:

@@ -33,7 +33,8 @@ COMMAND_MODULES = (
     "searchgym.envs.commands",
     "searchgym.agents.commands",          # rollout / eval
     "searchgym.diversity.commands",       # analyze
-    "searchgym.train.commands",           # squeeze / sft / rl
+    "searchgym.experiments.squeeze.commands",  # squeeze
+    "searchgym.train.commands",           # sft / rl
     "searchgym.integrations.commands",    # serve-openenv
 )
 

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow  # a whole (tiny) squeeze run: ~30 s on a loaded 2
 
 @pytest.fixture(scope="module")
 def squeeze_run(tmp_path_factory):
-    from searchgym.train import squeeze as sq
+    from searchgym.experiments.squeeze import experiment as sq
     from searchgym.train.grpo import RLArgs
     from searchgym.train.sft import SFTArgs
     from searchgym.train.tiny_lm import TinyLMConfig
@@ -48,7 +48,7 @@ def test_each_stage_label_is_printed_once(squeeze_run):
 
 def test_squeeze_models_carry_their_prompt_and_rollout_uses_it(squeeze_run, tmp_path):
     from searchgym.cli import app
-    from searchgym.train.squeeze import TINY_PROMPT, SqueezeConfig
+    from searchgym.experiments.squeeze.experiment import TINY_PROMPT, SqueezeConfig
 
     out, _ = squeeze_run
     max_turns = SqueezeConfig().max_turns  # the fixture keeps the default env budget

@@ -1,4 +1,4 @@
-"""pass@k up to large k for the squeeze experiment (squeeze_passk.py) and the report's passk / entropy_law
+"""pass@k up to large k for the squeeze experiment (experiments/squeeze/passk.py) and the report's passk / entropy_law
 summary blocks, plots and text built from files in the run's on-disk layout."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from searchgym.train.squeeze_passk import passk_from_pairs, passk_ks, passk_seed_wanted, passk_settings
+from searchgym.experiments.squeeze.passk import passk_from_pairs, passk_ks, passk_seed_wanted, passk_settings
 
 
 def test_ks_are_powers_of_two_up_to_the_maximum():
@@ -39,7 +39,7 @@ def test_pass_at_k_from_pairs_is_the_unbiased_estimator_with_a_question_bootstra
 
 
 def test_seed_selection():
-    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.experiments.squeeze.config import SqueezeConfig
 
     cfg = SqueezeConfig(passk_seeds=2)
     assert [passk_seed_wanted(cfg, s) for s in (1, 2, 3)] == [True, True, False]
@@ -52,9 +52,9 @@ def test_seed_selection():
 def test_passk_eval_on_a_tiny_world_and_its_resume(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from searchgym.train.squeeze_config import TINY_PROMPT, SqueezeConfig
-    from searchgym.train.squeeze_passk import passk_eval, passk_stage
-    from searchgym.train.squeeze_stages import Context, question_pool
+    from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
+    from searchgym.experiments.squeeze.passk import passk_eval, passk_stage
+    from searchgym.experiments.squeeze.stages import Context, question_pool
     from searchgym.train.tiny_lm import TinyLMConfig, create_tiny_lm, world_texts
 
     n_threads = torch.get_num_threads()
@@ -147,16 +147,10 @@ def _fabricated_run(out: Path) -> None:
 
 
 def test_report_builds_passk_and_entropy_law_blocks_from_run_files(tmp_path):
-    from searchgym.train.report import (
-        _plot_entropy_law,
-        _plot_passk_large,
-        _series,
-        entropy_law_block,
-        entropy_law_section,
-        passk_block,
-        passk_section,
-    )
-    from searchgym.train.squeeze_config import ARM_LABELS, SqueezeConfig
+    from searchgym.experiments.squeeze.config import ARM_LABELS, SqueezeConfig
+    from searchgym.experiments.squeeze.plots import _plot_entropy_law, _plot_passk_large
+    from searchgym.experiments.squeeze.report import entropy_law_section, passk_section
+    from searchgym.experiments.squeeze.summary import _series, entropy_law_block, passk_block
 
     out = tmp_path / "run"
     _fabricated_run(out)

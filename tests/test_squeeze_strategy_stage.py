@@ -15,7 +15,7 @@ ARMS = ("sft", "grpo", "grpo_count")
 
 
 def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
-    from searchgym.train import squeeze as sq
+    from searchgym.experiments.squeeze import experiment as sq
 
     cfg = _tiny_cfg(tmp_path / "run", strategy_seeds=3, strategy_arms=ARMS, strategy_steps=6)
     logs: list[str] = []
@@ -72,7 +72,7 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
 
 
 def test_strategy_stage_disabled_leaves_no_block(tmp_path, one_thread):
-    from searchgym.train.squeeze_strategy import run_strategy_stage, strategy_block
+    from searchgym.experiments.squeeze.strategy_stage import run_strategy_stage, strategy_block
 
     cfg = _tiny_cfg(tmp_path / "run", strategy_seeds=0)
     assert run_strategy_stage(cfg, tmp_path) is None and strategy_block(None) is None
@@ -80,7 +80,7 @@ def test_strategy_stage_disabled_leaves_no_block(tmp_path, one_thread):
 
 
 def test_strategy_config_errors_name_the_flag(tmp_path):
-    from searchgym.train.squeeze import SqueezeConfig
+    from searchgym.experiments.squeeze.experiment import SqueezeConfig
 
     with pytest.raises(ConfigError, match="--strategy-seeds"):
         SqueezeConfig(out=str(tmp_path), strategy_seeds=-1).validate()

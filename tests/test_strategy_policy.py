@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from searchgym.errors import ConfigError
-from searchgym.train.strategy_policy import (
+from searchgym.experiments.squeeze.strategy_policy import (
     ARMS,
     StrategyConfig,
     compute_outcomes,

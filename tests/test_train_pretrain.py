@@ -91,9 +91,9 @@ def test_pretrain_bad_args_fail_fast():
 
 def test_sft_learning_rate_warms_up_then_decays_linearly_to_the_final_ratio():
     from searchgym.errors import ConfigError
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.stages import continued_sft_args
     from searchgym.train.sft import SFTArgs, lr_factor
-    from searchgym.train.squeeze_config import SqueezeConfig
-    from searchgym.train.squeeze_stages import continued_sft_args
 
     f = lr_factor(SFTArgs(warmup_steps=10, final_lr_ratio=0.1), total=110)
     assert f(0) == pytest.approx(0.1) and f(9) == pytest.approx(1.0)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from searchgym.train.strategy_policy import Outcomes, StrategyConfig, run_strategy_experiment
+from searchgym.experiments.squeeze.strategy_policy import Outcomes, StrategyConfig, run_strategy_experiment
 
 STRATS = ("a", "b", "c")
 

@@ -12,10 +12,10 @@ pytest.importorskip("transformers")
 
 
 def _tiny_cfg(out, **kw):
+    from searchgym.experiments.squeeze.experiment import SqueezeConfig
     from searchgym.train.pretrain import PretrainArgs
     from searchgym.train.rl import RLArgs
     from searchgym.train.sft import SFTArgs
-    from searchgym.train.squeeze import SqueezeConfig
     from searchgym.train.tiny_lm import TinyLMConfig
 
     cfg = SqueezeConfig(out=str(out), seeds=1, arms=("sft", "grpo"), n_entities=40, demo_passes=1,
@@ -35,7 +35,7 @@ def _tiny_cfg(out, **kw):
 
 
 def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
-    from searchgym.train import squeeze as sq
+    from searchgym.experiments.squeeze import experiment as sq
 
     logs: list[str] = []
     summary = sq.run(_tiny_cfg(tmp_path / "run"), log=logs.append)
@@ -83,7 +83,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
 
 
 def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
-    from searchgym.train import squeeze as sq
+    from searchgym.experiments.squeeze import experiment as sq
 
     cfg = _tiny_cfg(tmp_path / "run", arms=("grpo_sft_refresh", "grpo_darling", "grpo_count"), refresh_every=1,
                     refresh_steps=1)
@@ -102,7 +102,7 @@ def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
 
 def test_squeeze_config_errors(tmp_path):
     from searchgym.errors import ConfigError
-    from searchgym.train.squeeze import SqueezeConfig
+    from searchgym.experiments.squeeze.experiment import SqueezeConfig
 
     with pytest.raises(ConfigError, match="arm"):
         SqueezeConfig(out=str(tmp_path), arms=("grpo", "dpo")).validate()
@@ -147,7 +147,7 @@ def test_squeeze_quick_cli(tmp_path):
 
 def test_readme_headline_is_replaced_between_markers(tmp_path):
     from searchgym.errors import ConfigError
-    from searchgym.train.commands import README_BEGIN, README_END, write_readme_headline
+    from searchgym.experiments.squeeze.commands import README_BEGIN, README_END, write_readme_headline
 
     readme = tmp_path / "README.md"
     readme.write_text("# title\n\n<!-- HEADLINE -->\n\n## Quick start\n")
@@ -171,7 +171,7 @@ def test_arm_definitions_match_the_issue(tmp_path):
     reference, the entropy arm keeps GRPO's zero-advantage filter, and continued SFT keeps the warm start's
     recipe for as many optimizer steps as an RL arm takes."""
     from searchgym.errors import ConfigError
-    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.experiments.squeeze.config import SqueezeConfig
 
     cfg = SqueezeConfig.preset(False, out=str(tmp_path))
     cfg.validate()
@@ -187,8 +187,8 @@ def test_arm_definitions_match_the_issue(tmp_path):
 
 
 def test_controls_acted_rule(tmp_path):
-    from searchgym.train.report import arm_controls
-    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.summary import arm_controls
 
     cfg = SqueezeConfig.preset(False, out=str(tmp_path))
 
@@ -226,8 +226,9 @@ def test_cli_impossible_minibatches_fails_fast_naming_the_flag(tmp_path):
 
 
 def test_competence_gate_and_seed_ci():
-    from searchgym.train.report import _gate_warning, _ms, competence
-    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.report import _gate_warning
+    from searchgym.experiments.squeeze.summary import _ms, competence
 
     cfg = SqueezeConfig()
     ok = competence(cfg, {"test": {"success": 0.31}})
@@ -255,7 +256,8 @@ def test_darling_rewards_quality_times_distinctness():
 def test_diff_ci_welch_and_no_detectable_difference():
     from scipy import stats
 
-    from searchgym.train.report import comparison_lines, comparisons, diff_ci
+    from searchgym.experiments.squeeze.report import comparison_lines
+    from searchgym.experiments.squeeze.stats import comparisons, diff_ci
 
     a, b = [0.30, 0.35, 0.32, 0.31], [0.10, 0.12, 0.15, 0.11]
     d = diff_ci(a, b)
@@ -274,7 +276,7 @@ def test_diff_ci_welch_and_no_detectable_difference():
 @pytest.mark.slow
 def test_parallel_arms_give_the_same_results_as_one_process(tmp_path, one_thread):
     """--jobs 2 runs arm-seeds in worker processes; every figure equals the one-process run's."""
-    from searchgym.train import squeeze as sq
+    from searchgym.experiments.squeeze import experiment as sq
 
     runs = {}
     for jobs in (1, 2):

@@ -1,6 +1,7 @@
 """Trainers: rollouts with token-level loss masks, SFT, RL (GRPO / RLOO / PPO-clip with the entropy controls:
 entropy bonus, KL to a reference, Clip-Cov, KL-Cov, DAPO clip-higher), atomic checkpoints with exact resume,
-a tiny from-scratch LM for CPU runs, and the RL-vs-SFT ``squeeze`` experiment.
+a tiny from-scratch LM for CPU runs. (The RL-vs-SFT ``squeeze`` experiment is :mod:`searchgym.experiments.squeeze`;
+its names here are kept for old imports.)
 
 Public API (loaded lazily; torch/transformers import only when used)::
 
@@ -29,9 +30,9 @@ _LAZY = {
     "load_lm": ("searchgym.train.tiny_lm", "load_lm"),
     "save_checkpoint": ("searchgym.train.checkpoint", "save_checkpoint"),
     "load_checkpoint": ("searchgym.train.checkpoint", "load_checkpoint"),
-    "SqueezeConfig": ("searchgym.train.squeeze_config", "SqueezeConfig"),
-    "run_squeeze": ("searchgym.train.squeeze", "run"),
-    "headline": ("searchgym.train.squeeze", "headline"),
+    "SqueezeConfig": ("searchgym.experiments.squeeze.config", "SqueezeConfig"),  # moved; kept for old imports
+    "run_squeeze": ("searchgym.experiments.squeeze.experiment", "run"),
+    "headline": ("searchgym.experiments.squeeze.experiment", "headline"),
 }
 
 __all__ = list(_LAZY)

@@ -1,6 +1,6 @@
 """The squeeze experiment's stages: the shared :class:`Context` (world, retriever, envs), demonstrations,
 the SFT warm start, the arms (RL and continued SFT) and the evaluation of a model on the train pool and the
-shift splits. :mod:`searchgym.train.squeeze` runs them in order."""
+shift splits. :mod:`searchgym.experiments.squeeze.experiment` runs them in order."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.train.squeeze_config import HELDOUT_SPLITS, TINY_PROMPT, SqueezeConfig
+from searchgym.experiments.squeeze.config import HELDOUT_SPLITS, TINY_PROMPT, SqueezeConfig
 
 
 # ------------------------------------------------------------------------------------------------ helpers

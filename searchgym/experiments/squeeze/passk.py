@@ -2,8 +2,8 @@
 drawn ("does base beat RL at large k?", ``literature.md`` §4)?
 
 :func:`passk_eval` samples ``cfg.passk_max`` episodes per question on a fixed pool of ``cfg.passk_questions``
-questions of each of ``cfg.passk_splits`` (``squeeze_stages.question_pool``, sampled as
-``squeeze_stages.evaluate`` samples, at ``cfg.eval_temperature`` with a seeded generator) and returns, per split,
+questions of each of ``cfg.passk_splits`` (``stages.question_pool``, sampled as
+``stages.evaluate`` samples, at ``cfg.eval_temperature`` with a seeded generator) and returns, per split,
 the per-question ``(n, correct)`` pairs and the unbiased pass@k (Chen et al.;
 :func:`searchgym.diversity.mean_pass_at_k`) at k = 1, 2, 4, ..., passk_max with a 95% percentile bootstrap CI
 over questions. :func:`passk_stage` runs it once per model directory and writes ``passk.json`` there
@@ -77,8 +77,8 @@ def passk_eval(ctx: Any, model: Any, tokenizer: Any, *, seed: int, name: str,
     "pass_at_k": {k: {"mean", "ci"}}, "success", "episodes"}}, "missing_splits"}``."""
     import torch
 
+    from searchgym.experiments.squeeze.stages import question_pool, sample_questions
     from searchgym.train.rollout import LMPolicy
-    from searchgym.train.squeeze_stages import question_pool, sample_questions
 
     c = ctx.cfg
     n = int(c.passk_max)
@@ -120,7 +120,7 @@ def passk_stage(ctx: Any, out_dir: Path, load: Callable[[], tuple[Any, Any]], *,
                 ) -> dict[str, Any] | None:
     """``out_dir/passk.json``: reused on ``--resume`` when its settings match, else computed with the model
     ``load()`` returns and written atomically. None when ``cfg.passk_max`` is 0."""
-    from searchgym.train.squeeze_stages import _write_json
+    from searchgym.experiments.squeeze.stages import _write_json
 
     c = ctx.cfg
     if not c.passk_max:

@@ -140,7 +140,7 @@ class SqueezeConfig:
         if self.strategy_seeds < 0:
             raise ConfigError(f"--strategy-seeds must be >= 0 (0 disables the stage), got {self.strategy_seeds}")
         if self.strategy_seeds:
-            from searchgym.train.strategy_policy import ARMS as STRATEGY_ARMS
+            from searchgym.experiments.squeeze.strategy_policy import ARMS as STRATEGY_ARMS
 
             bad = [a for a in self.strategy_arms if a not in STRATEGY_ARMS]
             if bad or not self.strategy_arms:
@@ -186,11 +186,11 @@ class SqueezeConfig:
         if arm == "grpo_clipcov":  # released scripts: PPO clip ranges 1 (ratio clamped to [0, 2])
             return replace(base, policy_loss="clip_cov", clip_cov_ratio=self.clip_cov_ratio, clip_low=1.0,
                            clip_high=1.0)
-        if arm == "grpo_count":  # GRPO's update; the bonus is added in squeeze_stages.run_rl_arm
+        if arm == "grpo_count":  # GRPO's update; the bonus is added in stages.run_rl_arm
             return base
-        if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in squeeze_stages.run_rl_arm
+        if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in stages.run_rl_arm
             return base
-        if arm == "grpo_darling":  # reward shaped in squeeze_stages.run_rl_arm; DARLING's GRPO has no std
+        if arm == "grpo_darling":  # reward shaped in stages.run_rl_arm; DARLING's GRPO has no std
             return replace(base, norm_adv_by_std=False)  # normalisation (literature.md §5.1)
         if arm == "grpo_ent":
             return replace(base, ent_coef=self.ent_coef)

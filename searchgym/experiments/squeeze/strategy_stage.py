@@ -22,7 +22,7 @@ FILE = "strategy_policy.json"
 
 
 def strategy_config(cfg: Any) -> Any:
-    from searchgym.train.strategy_policy import StrategyConfig
+    from searchgym.experiments.squeeze.strategy_policy import StrategyConfig
 
     return StrategyConfig(world_seed=cfg.world_seed, n_entities=cfg.n_entities, seeds=cfg.strategy_seeds,
                           arms=tuple(cfg.strategy_arms), steps=cfg.strategy_steps)
@@ -36,8 +36,8 @@ def _key(scfg: Any) -> dict[str, Any]:
 
 def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Run (or, on ``--resume`` with the same settings, reuse) the strategy-policy experiment; None if disabled."""
-    from searchgym.train.squeeze_stages import _write_json
-    from searchgym.train.strategy_policy import run_strategy_experiment
+    from searchgym.experiments.squeeze.stages import _write_json
+    from searchgym.experiments.squeeze.strategy_policy import run_strategy_experiment
 
     if cfg.strategy_seeds <= 0:
         return None
@@ -97,7 +97,7 @@ def _ci(d: dict[str, Any] | None) -> str:
 
 
 def _label(arm: str) -> str:
-    from searchgym.train.squeeze_config import ARM_LABELS
+    from searchgym.experiments.squeeze.config import ARM_LABELS
 
     return ARM_LABELS.get(arm, arm).replace("rare templates", "rare strategies")
 

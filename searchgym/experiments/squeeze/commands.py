@@ -1,0 +1,137 @@
+"""CLI: ``searchgym squeeze`` (the RL-vs-SFT experiment).
+
+Writing the headline into a README and the results block into the docs page (``squeeze --readme``) is the CLI's
+business, not the experiment library's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+
+def _arms(value: str | None) -> tuple[str, ...] | None:
+    if not value:
+        return None
+    return tuple(a.strip() for a in value.split(",") if a.strip())
+
+
+def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+
+    @app.command("squeeze")
+    def squeeze_cmd(
+        quick: bool = typer.Option(False, "--quick", help="The <= 3 minute version (1 seed, 3 arms, small budgets)."),
+        out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
+        seeds: int = typer.Option(None, "--seeds", help="Seeds per arm (default 2; --quick: 1)."),
+        model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
+                                                        "the world)."),
+        device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
+        resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
+        arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_kl,grpo_klcov,"
+                                                      "grpo_clipcov,grpo_ent,grpo_darling,grpo_count,grpo_sft_refresh,"
+                                                      "rloo,ppo"),
+        steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
+        minibatches: int = typer.Option(None, "--minibatches", help="Optimizer steps (mini-batches) per rollout "
+                                                                    "batch in every RL arm (default 4; 1 = the "
+                                                                    "ratio never moves, Clip-/KL-Cov cannot act)."),
+        threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
+        jobs: int = typer.Option(None, "--jobs", help="Arm-seed runs in parallel worker processes, one torch "
+                                                      "thread each (default: 2 for the tiny LM on a CPU with >= 2 "
+                                                      "cores, else 1)."),
+        passk_max: int = typer.Option(None, "--passk-max", help="pass@k up to this k for the SFT start and each "
+                                                                "arm (default 64; 0 disables it)."),
+        strategy_seeds: int = typer.Option(None, "--strategy-seeds", help="Seeds per arm of the strategy-policy "
+                                                                          "stage (default 20; --quick: 10; 0 "
+                                                                          "disables it)."),
+        strategy_arms: str = typer.Option(None, "--strategy-arms", help="Comma-separated arms of the strategy-"
+                                                                        "policy stage (default: all 9)."),
+        strategy_steps: int = typer.Option(None, "--strategy-steps", help="RL steps of the strategy-policy "
+                                                                          "stage (default 60)."),
+        headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
+                                                                "OUT/summary.json."),
+        readme: str = typer.Option(None, "--readme", help="Also write the headline into this README, between its "
+                                                          "<!-- HEADLINE --> markers."),
+    ) -> None:
+        """RL vs SFT on the embedded world: do RL arms squeeze the agent's query templates more than SFT?"""
+        out = Path(out_)
+        from dataclasses import replace
+
+        from rich.console import Console
+
+        from searchgym.errors import SearchGymError
+        from searchgym.experiments.squeeze import experiment as sq
+
+        console = Console(stderr=True)
+        if headline:
+            p = out / "summary.json"
+            if not p.exists():
+                console.print(f"[red]no {p}: run `searchgym squeeze --out {out}` first[/red]")
+                raise typer.Exit(2)
+            text = sq.headline(p)
+            typer.echo(text)
+            _update_readme(readme, text, console)
+            return
+        try:
+            cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
+                                          resume=resume, arms=_arms(arms), threads=threads, jobs=jobs,
+                                          passk_max=passk_max,
+                                          minibatches=minibatches, strategy_seeds=strategy_seeds,
+                                          strategy_arms=_arms(strategy_arms), strategy_steps=strategy_steps)
+            if steps:
+                cfg.rl = replace(cfg.rl, total_steps=int(steps))
+            if model is not None:  # a real LM: its own learning rates and context
+                cfg.rl = replace(cfg.rl, learning_rate=1e-6, max_new_tokens=64, max_context=4096,
+                                 micro_batch_size=8)
+                cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5,
+                                  max_steps=100, context_loss_weight=0.0)
+            summary = sq.run(cfg, log=lambda s: console.print(s, highlight=False))
+        except SearchGymError as e:
+            console.print(f"[red]{type(e).__name__}: {e}[/red]")
+            raise typer.Exit(2) from e
+        text = sq.headline(summary)
+        typer.echo(text)
+        _update_readme(readme, text, console)
+
+
+def _update_readme(readme: str | None, text: str, console: Any) -> None:
+    if not readme:
+        return
+    from searchgym.errors import SearchGymError
+
+    try:
+        write_readme_headline(readme, text)
+    except SearchGymError as e:
+        console.print(f"[red]{type(e).__name__}: {e}[/red]")
+        raise typer.Exit(2) from e
+    console.print(f"headline written into {readme}")
+
+
+README_BEGIN = "<!-- HEADLINE: written by `searchgym squeeze --readme README.md`; do not edit by hand -->"
+README_END = "<!-- /HEADLINE -->"
+
+
+def write_readme_headline(readme: str | Path, markdown: str) -> None:
+    """Put ``markdown`` between the headline markers of ``readme`` (atomically), replacing what was there.
+
+    The README carries the markers once; a bare legacy ``<!-- HEADLINE -->`` line is accepted as the place."""
+    from searchgym.errors import ConfigError
+    from searchgym.train.checkpoint import atomic_write_text
+
+    path = Path(readme)
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist; pass the README to update with --readme")
+    text = path.read_text(encoding="utf-8")
+    block = f"{README_BEGIN}\n{markdown.rstrip()}\n{README_END}"
+    if README_BEGIN in text and README_END in text:
+        head, rest = text.split(README_BEGIN, 1)
+        _, tail = rest.split(README_END, 1)
+        new = head + block + tail
+    elif "<!-- HEADLINE -->" in text:
+        new = text.replace("<!-- HEADLINE -->", block, 1)
+    else:
+        raise ConfigError(f"{path} has no headline markers; add a line `{README_BEGIN}` followed by a line "
+                          f"`{README_END}` where the headline goes")
+    atomic_write_text(path, new)
+
+

@@ -1,0 +1,298 @@
+"""``searchgym squeeze``: does RL squeeze a search agent's query strategies more than SFT does?
+
+The experiment, end to end on the embedded world (CPU, minutes) or with any HF causal LM (GPU):
+
+0. the strategy policy (:mod:`~searchgym.experiments.squeeze.strategy_policy`, seconds; ``cfg.strategy_seeds`` seeds, 0
+   skips it): a small policy picks one heuristic query strategy per question, SFT start vs every arm, exact
+   success and strategy entropy with 95% CIs (``strategy_policy.json``, the summary's ``strategy_policy``);
+1. build the procedural world and its BM25 index;
+2. train a tokenizer and a tiny LM on the world (or load ``--model``), and pretrain the tiny LM as a causal LM
+   on the world's passages and train question/answer text (``cfg.pretrain``);
+3. record demonstrations from the ``diverse`` heuristic agent (a seeded mix of query strategies) against the
+   real environment, keep the successful ones, and warm-start the LM with SFT on them;
+4. evaluate the SFT start on the train pool, unseen test questions and every shift split (held-out splits at
+   one equal size); the competence gate (test success >= ``cfg.competence_gate``) decides whether the LM
+   findings are usable (the run goes on either way, and says so);
+5. from that checkpoint run the arms (``config.ARM_LABELS``), each with >= 1 seed: continued SFT (the
+   warm start's recipe, as many optimizer steps as an RL arm), GRPO, + KL to the SFT start, + KL-Cov,
+   + Clip-Cov, + entropy bonus (opt-in: DARLING, count bonus, periodic SFT refresh, RLOO, PPO). Every RL arm
+   takes ``cfg.minibatches`` optimizer steps per rollout batch so the ratio-based controls act; every arm's
+   rollouts feed a ``DiversityTracker``; each arm is evaluated like the start;
+6. write ``report.md`` / ``report.html`` with plots, and ``summary.json`` (whether each control acted, the
+   competence gate, CIs over seeds); :func:`headline` turns it into markdown (the CLI can put it in a README).
+
+Stages live in :mod:`~searchgym.experiments.squeeze.stages`, the configuration in
+:mod:`~searchgym.experiments.squeeze.config`.
+
+Every stage writes its outputs atomically and is skipped by ``--resume`` when done; an RL or SFT arm that was
+interrupted continues from its last checkpoint.
+"""
+
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from searchgym.experiments.squeeze.config import ARM_LABELS, SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
+from searchgym.experiments.squeeze.passk import passk_seed_wanted, passk_stage
+from searchgym.experiments.squeeze.stages import (
+    Context,
+    _n,
+    _write_json,
+    evaluate,
+    make_demos,
+    pretrain_stage,
+    question_pool,
+    run_rl_arm,
+    run_sft_arm,
+    warm_start,
+)
+
+__all__ = ["ARM_LABELS", "SHIFT_SPLITS", "TINY_PROMPT", "Context", "SqueezeConfig", "evaluate", "headline",
+           "make_demos", "question_pool", "run"]
+
+
+def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run the whole experiment; returns the summary (also written to ``out/summary.json``)."""
+    import torch
+
+    from searchgym.train.checkpoint import cleanup_partial
+    from searchgym.train.tiny_lm import count_parameters, create_tiny_lm, load_lm, world_texts
+
+    cfg.validate()
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    elif cfg.model is None and cfg.device == "cpu":
+        torch.set_num_threads(cfg.arm_jobs())  # the sequential stages use the cores the arm workers share
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    t_start = time.time()
+    out = Path(cfg.out)
+    if out.exists() and not cfg.resume:
+        # a fresh run: remove what an older run left (only our own sub-directories and files)
+        for name in ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
+                     "report.html", "config.json", "stages.json", "strategy_policy.json"):
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    for d in [out, out / "pretrain", out / "sft", *(out / "arms").glob("*/*")]:
+        cleanup_partial(d)
+    stages_path = out / "stages.json"
+    stages: dict[str, Any] = json.loads(stages_path.read_text()) if (cfg.resume and stages_path.exists()) else {}
+
+    prior_s = float(stages.get("_elapsed_s", 0.0))  # time spent by interrupted earlier invocations
+
+    def mark(stage: str, info: Any) -> None:
+        stages[stage] = info
+        stages["_elapsed_s"] = prior_s + time.time() - t_start
+        _write_json(stages_path, stages)
+
+    _write_json(out / "config.json", asdict(cfg))
+    # ---- 0. the strategy policy: exact and fast, so first (reused on --resume when its settings match)
+    from searchgym.experiments.squeeze.strategy_stage import run_strategy_stage
+
+    strategy_res = run_strategy_stage(cfg, out, log)
+    log(f"[1/6] world: {cfg.n_entities} entities, BM25 index")
+    t0 = time.time()
+    ctx = Context(cfg, log)
+    log(f"      {len(ctx.world.passages)} passages, {len(ctx.world.split('train'))} train questions "
+        f"({time.time() - t0:.1f}s)")
+
+    # ---- 2. the model
+    base_dir = out / "base_model"
+    stage2 = "[2/6]"  # the stage label is printed once: on the first line of the stage
+    if cfg.model is None:
+        if not (base_dir / "config.json").exists():
+            log(f"{stage2} tiny LM: training a tokenizer on the world, building the model")
+            stage2 = "     "
+            tmp = out / ".base_model.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp, cfg.tiny, seed=cfg.world_seed)
+            ctx.write_meta(tmp)
+            os.replace(tmp, base_dir)
+        start_src: str | Path = base_dir
+    else:
+        start_src = cfg.model
+    model, tok = load_lm(start_src, device=cfg.device)
+    n_params = count_parameters(model)
+    log(f"{stage2} model: {start_src} ({n_params / 1e6:.2f}M parameters)")
+
+    # ---- 2b. pretraining the tiny LM on the world (passages, train question/answer text)
+    pre_dir = out / "pretrain"
+    if cfg.model is None and cfg.pretrain.max_steps > 0:
+        if cfg.resume and stages.get("pretrain") and (pre_dir / "model" / "config.json").exists():
+            model, tok = load_lm(pre_dir / "model", device=cfg.device)
+        elif not (cfg.resume and stages.get("sft")):
+            log(f"      pretraining on the world's passages and train Q/A ({cfg.pretrain.max_steps} steps)")
+            mark("pretrain", pretrain_stage(ctx, model, tok, pre_dir))
+
+    # ---- 3. demonstrations + SFT warm start
+    sft_dir = out / "sft"
+    sft_model = sft_dir / "model"
+    if not (cfg.resume and stages.get("sft")):
+        log("[3/6] demonstrations (diverse heuristic agent) and SFT warm start")
+        mark("sft", warm_start(ctx, model, tok, sft_dir))
+
+    # ---- 4. evaluate the SFT start
+    start_eval_path = out / "start_eval" / "eval.json"
+    if cfg.resume and start_eval_path.exists():
+        start_eval = json.loads(start_eval_path.read_text())
+    else:
+        log("[4/6] evaluating the SFT start (train + shift splits)")
+        t0 = time.time()
+        m0, t0k = load_lm(sft_model, device=cfg.device)
+        start_eval = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out / "start_eval")
+        log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
+            f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
+    # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
+    passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+
+    gate = cfg.competence_gate
+    ts = (start_eval.get("test") or {}).get("success")
+    if ts is None or ts < gate:
+        bar = "!" * 100
+        log(f"{bar}\n COMPETENCE GATE FAILED: the SFT start's success on unseen test questions is "
+            f"{_n(ts)} < {gate}.\n The run goes on, but its LM findings are unusable (marked so in the report)."
+            f"\n{bar}")
+    else:
+        log(f"      competence gate passed: test success {_n(ts)} >= {gate}")
+
+    # ---- 5. arms (arm-seed runs are independent: with cfg.jobs > 1 they run in that many worker processes)
+    runs = [(arm, s + 1) for arm in cfg.arms for s in range(cfg.seeds)]
+    results: dict[tuple[str, int], dict[str, Any]] = {}
+    todo = []
+    for i, (arm, seed) in enumerate(runs, 1):
+        done_path = out / "arms" / arm / f"seed{seed}" / "eval.json"
+        if cfg.resume and stages.get(f"arm:{arm}:{seed}") and done_path.exists():
+            results[(arm, seed)] = json.loads(done_path.read_text())
+            if passk_seed_wanted(cfg, seed) and not (done_path.parent / "passk.json").exists():
+                todo.append((i, arm, seed))  # only pass@k is missing; run_arm_seed reuses the arm's eval
+        else:
+            todo.append((i, arm, seed))
+    jobs = cfg.arm_jobs()
+
+    def finished(arm: str, seed: int, ev: dict[str, Any], t: float) -> None:
+        results[(arm, seed)] = ev
+        mark(f"arm:{arm}:{seed}", {"time_s": t})
+        log(f"      {arm} seed {seed}: train success {_n(start_eval['train']['success'])} -> "
+            f"{_n(ev['train']['success'])}, test {_n(start_eval['test']['success'])} -> {_n(ev['test']['success'])}"
+            f" ({t:.1f}s)")
+
+    if jobs <= 1 or len(todo) <= 1:
+        for i, arm, seed in todo:
+            log(f"[5/6] arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
+            t0 = time.time()
+            finished(arm, seed, run_arm_seed(ctx, arm, seed, sft_model), time.time() - t0)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        log(f"[5/6] {len(todo)} arm-seed runs in {jobs} worker processes (1 torch thread each)")
+        t_all = time.time()
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                                 initializer=_worker_init, initargs=(cfg,)) as pool:
+            futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed) for _, arm, seed in todo}
+            for f in as_completed(futs):
+                arm, seed = futs[f]
+                ev, t = f.result()
+                finished(arm, seed, ev, t)
+        log(f"      arms done in {time.time() - t_all:.0f}s")
+    arm_results: dict[str, list[dict[str, Any]]] = {}
+    for arm, seed in runs:
+        arm_results.setdefault(arm, []).append(results[(arm, seed)])
+
+    # ---- 6. report
+    log("[6/6] report")
+    from searchgym.experiments.squeeze.report import write_report
+    from searchgym.experiments.squeeze.summary import build_summary
+
+    summary = build_summary(cfg, out, start_eval, arm_results, n_params=n_params,
+                            wall_s=prior_s + time.time() - t_start, stages=stages)
+    summary["resumed"] = bool(prior_s)
+    from searchgym.experiments.squeeze.strategy_stage import strategy_block
+
+    block = strategy_block(strategy_res)
+    if block is not None:
+        summary["strategy_policy"] = block
+    _write_json(out / "summary.json", summary)
+    write_report(summary, out)
+    summary["wall_s"] = prior_s + time.time() - t_start
+    _write_json(out / "summary.json", summary)
+    log(f"done in {summary['wall_s']:.0f}s: {out / 'report.md'}")
+    return summary
+
+
+def run_arm_seed(ctx: Context, arm: str, seed: int, sft_model: Path) -> dict[str, Any]:
+    """Train one arm from the SFT start with one seed, evaluate it (``eval.json``) and, for the first
+    ``passk_seeds`` seeds, its pass@k (``passk.json``); an arm whose ``eval.json`` exists is only evaluated for
+    pass@k (resume). Returns the evaluation."""
+    from searchgym.train.tiny_lm import load_lm
+
+    cfg = ctx.cfg
+    d = Path(cfg.out) / "arms" / arm / f"seed{seed}"
+    done_path = d / "eval.json"
+    if cfg.resume and done_path.exists() and (d / "final_model" / "config.json").exists():
+        ev = json.loads(done_path.read_text())
+    else:
+        t0 = time.time()
+        d.mkdir(parents=True, exist_ok=True)
+        if arm == "sft":
+            run_sft_arm(ctx, seed, sft_model, d)
+        else:
+            run_rl_arm(ctx, arm, seed, sft_model, d)
+        t_train = time.time() - t0
+        fm, ftok = load_lm(d / "final_model", device=cfg.device)
+        ev = evaluate(ctx, fm, ftok, seed=seed, name=f"{arm}-s{seed}", out_dir=d)
+        ev["train_time_s"] = t_train
+        _write_json(done_path, ev)
+    if passk_seed_wanted(cfg, seed):  # pass@k for the first cfg.passk_seeds seeds (reused on --resume)
+        passk_stage(ctx, d, partial(load_lm, d / "final_model", device=cfg.device), seed=seed, name=f"{arm}-s{seed}")
+    return ev
+
+
+_WORKER_CTX: Context | None = None
+
+
+def _worker_init(cfg: SqueezeConfig) -> None:
+    """A worker process of the arms stage: one torch thread, its own world and index (seconds)."""
+    global _WORKER_CTX
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    torch.set_num_threads(1)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    _WORKER_CTX = Context(cfg, lambda msg: print(msg, flush=True))
+
+
+def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], float]:
+    assert _WORKER_CTX is not None
+    t0 = time.time()
+    ev = run_arm_seed(_WORKER_CTX, arm, seed, Path(sft_model))
+    return ev, time.time() - t0
+
+
+def headline(summary: dict[str, Any] | str | Path) -> str:
+    """The README headline (markdown) from a ``summary.json`` (path or dict)."""
+    from searchgym.experiments.squeeze.report import headline_markdown
+
+    if not isinstance(summary, dict):
+        p = Path(summary)
+        if p.is_dir():
+            p = p / "summary.json"
+        summary = json.loads(p.read_text())
+    return headline_markdown(summary)
+

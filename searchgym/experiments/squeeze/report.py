@@ -1,0 +1,359 @@
+"""The squeeze experiment's text: ``report.md`` / ``report.html`` and the README headline, from ``summary.json``."""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+from searchgym.experiments.squeeze.config import SHIFT_SPLITS
+from searchgym.experiments.squeeze.plots import make_plots
+from searchgym.experiments.squeeze.stats import COMPARED
+
+
+def _verdict_note(summary: dict[str, Any], arm: str, fig: str) -> str:
+    """What the seeds allow one to say of ``arm`` minus continued SFT on ``fig``."""
+    d = ((summary.get("comparisons") or {}).get(f"{arm}_vs_sft") or {}).get(fig) or {}
+    if d.get("ci") is None:
+        return " — fewer than 2 seeds per arm: no interval, not a finding"
+    return "" if d["detectable"] else " — but the 95% CI covers 0: no detectable difference"
+
+
+def comparison_lines(summary: dict[str, Any]) -> list[str]:
+    """Headline lines: each arm minus continued SFT with its 95% CI and MDE; 'no detectable difference' when
+    the interval covers 0."""
+    comp = summary.get("comparisons") or {}
+    out = []
+    for key, row in comp.items():
+        arm = key[: -len("_vs_sft")]
+        label = summary["arms"][arm]["label"]
+        parts = []
+        for fig, name in COMPARED:
+            d = row.get(fig) or {}
+            if d.get("diff") is None:
+                continue
+            if d.get("ci") is None:
+                parts.append(f"{name} {d['diff']:+.3f} (one seed: no interval)")
+            else:
+                verdict = "" if d["detectable"] else ", no detectable difference"
+                parts.append(f"{name} {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] "
+                             f"(MDE {d['mde']:.3f}{verdict})")
+        if parts:
+            out.append(f"- {label} − continued SFT: " + "; ".join(parts) + ".")
+    return out
+
+
+def passk_section(summary: dict[str, Any]) -> list[str]:
+    """The report's pass@k-at-large-k table (mean [95% CI] per k) and its generated crossing sentences."""
+    pk = summary.get("passk")
+    if not pk:
+        return []
+    lines = ["", "## pass@k up to large k (held-out splits)", "",
+             (f"{pk['samples']} samples per question at the evaluation temperature on a fixed pool of questions per "
+              "split; unbiased pass@k (Chen et al.). SFT start: 95% bootstrap CI over questions; arms: mean over "
+              "the seeds evaluated, 95% t-interval over those seeds when there are >= 2, else that seed's "
+              "bootstrap CI over questions (the two kinds of interval are not the same quantity: a seed interval "
+              "holds the questions fixed).")]
+    ks = [str(k) for k in pk["ks"]]
+    for split, st in pk["start"].items():
+        lines += ["", f"**{split}** ({pk['questions'].get(split, '?')} questions)", "",
+                  "| model | seeds | " + " | ".join(f"k={k}" for k in ks) + " |", "|" + "---|" * (len(ks) + 2)]
+
+        def cell(v: dict | None) -> str:
+            if not v or v.get("mean") is None:
+                return "–"
+            ci = v.get("ci")
+            return f"{v['mean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci and None not in ci else f"{v['mean']:.3f}"
+
+        lines.append("| SFT start | – | " + " | ".join(cell(st.get(k)) for k in ks) + " |")
+        for arm, b in pk["arms"].items():
+            label = summary["arms"].get(arm, {}).get("label", arm)
+            lines.append(f"| {label} | {len(pk['seeds'].get(arm, []))} | "
+                         + " | ".join(cell((b.get(split) or {}).get(k)) for k in ks) + " |")
+    lines += ["", *[f"- {s}" for s in pk.get("sentences", {}).values()]]
+    return lines
+
+
+def entropy_law_section(summary: dict[str, Any]) -> list[str]:
+    """The report's entropy-law paragraph and table."""
+    el = summary.get("entropy_law")
+    if not el:
+        return []
+    lines = ["", "## Entropy law over training", "",
+             ("Fit of R = −a·exp(H) + b (Cui et al. 2025) by nonlinear least squares per RL arm, on every policy "
+              "step of every seed pooled. **R here is the mean rollout reward on the train question pool during "
+              "training (the arm's own rollouts), not held-out performance**, and H is the mean token entropy "
+              "of the agent's tokens in those rollouts; b − a is the reward the fit predicts once token entropy "
+              "is exhausted (H = 0). The law is stated for runs without an entropy intervention; arms marked "
+              "'yes' change entropy on purpose (KL, entropy bonus, Clip-Cov, KL-Cov, count bonus, DARLING) and "
+              "are shown for comparison only."), "",
+             "| arm | intervention | points | a | b | ceiling b − a | RMSE | note |", "|---|---|---|---|---|---|---|---|"]
+    for arm, f in el.items():
+        lab = f.get("label", arm)
+        note = "" if f.get("ok") else (f.get("reason") or "no fit")
+        lines.append(f"| {lab} | {'yes' if f.get('intervention') else 'no'} | {f.get('n', 0)} | {_g(f.get('a'))} | "
+                     f"{_g(f.get('b'))} | {_g(f.get('ceiling'))} | {_g(f.get('rmse'))} | {note} |")
+    return lines
+
+
+def _f(v: Any, nd: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "–"
+    return f"{v:.{nd}f}"
+
+
+def _g(v: Any) -> str:
+    """Three significant digits (for small figures such as a log-ratio of 1e-5)."""
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3g}"
+
+
+def _msd(b: dict | None, nd: int = 3) -> str:
+    if not b or b.get("mean") is None:
+        return "–"
+    if len(b.get("values", [])) > 1 and b.get("ci"):  # mean ± half-width of the 95% t-interval over seeds
+        return f"{b['mean']:.{nd}f} ± {(b['ci'][1] - b['ci'][0]) / 2:.{nd}f}"
+    return f"{b['mean']:.{nd}f}"
+
+
+def headline_table(summary: dict[str, Any]) -> list[str]:
+    st = summary["start"]
+    shifts = [s for s in SHIFT_SPLITS if s in st["shift"]]
+    head = ["arm", "seeds", "train success", "test success", "strategy entropy", "template entropy (slot)",
+            "effective # templates",
+            "grounded share", "slot entropy (well-formed)", "token entropy",
+            *[f"{s.replace('shift_', 'shift: ')}" for s in shifts]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines.append("| SFT start (warm start) | – | " + " | ".join(
+        [_msd(st["train_success"]), _msd(st.get("test_success")), _msd(st.get("strategy_entropy")),
+         _msd(st["slot_entropy"]), _msd(st["slot_effective_number"], 1),
+         _msd(st.get("grounded_share")), _msd(st.get("well_formed_slot_entropy")),
+         _msd(st["token_entropy"]), *[_msd(st["shift"][s]) for s in shifts]]) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | {b['seeds']} | " + " | ".join(
+            [_msd(b["train_success"]), _msd(b.get("test_success")), _msd(b.get("strategy_entropy")),
+             _msd(b["slot_entropy"]), _msd(b["slot_effective_number"], 1),
+             _msd(b.get("grounded_share")), _msd(b.get("well_formed_slot_entropy")),
+             _msd(b["token_entropy"]), *[_msd(b["shift"].get(s)) for s in shifts]]) + " |")
+    return lines
+
+
+def findings_text(summary: dict[str, Any]) -> list[str]:
+    st = summary["start"]
+    out = []
+    s0, h0 = st["train_success"]["mean"], st["slot_entropy"]["mean"]
+    for b in summary["arms"].values():
+        s1, h1 = b["train_success"]["mean"], b["slot_entropy"]["mean"]
+        out.append(f"- **{b['label']}**: train success {_f(s0)} → {_f(s1)}; query-template entropy {_f(h0)} → "
+                   f"{_f(h1)} nats (effective number {_f(st['slot_effective_number']['mean'], 1)} → "
+                   f"{_f(b['slot_effective_number']['mean'], 1)}); rollout reward over training "
+                   f"{_f(b['rollout_reward_first'])} → {_f(b['rollout_reward_last'])}.")
+    f = summary["findings"]
+    if "rl_squeezes_more_than_sft" in f:
+        g, s = summary["arms"]["grpo"], summary["arms"]["sft"]
+        verdict = "squeezes the query templates more than" if f["rl_squeezes_more_than_sft"] else \
+            "does not squeeze the query templates more than"
+        out.append(f"- In this run GRPO {verdict} continued SFT (template-entropy change "
+                   f"{_f(f['grpo']['slot_entropy_delta'])} vs {_f(f['sft']['slot_entropy_delta'])} nats; "
+                   f"{g['seeds']} vs {s['seeds']} seed(s))" + _verdict_note(summary, "grpo", "slot_entropy") + ".")
+    improves = f.get("rl_improves_train_reward") or {}
+    if improves:
+        yes = [summary["arms"][a]["label"] for a, v in improves.items() if v]
+        no = [summary["arms"][a]["label"] for a, v in improves.items() if not v]
+        out.append(f"- RL improves train success over its SFT start in {len(yes)} of {len(improves)} RL arms"
+                   + (f" (not: {', '.join(no)})." if no else "."))
+    out.extend(comparison_lines(summary))
+    out.extend(_shift_finding(summary))
+    return out
+
+
+def _shift_mean(block: dict[str, Any]) -> float | None:
+    vals = [v.get("mean") for v in (block.get("shift") or {}).values()]
+    vals = [v for v in vals if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    return sum(vals) / len(vals) if vals else None
+
+
+def _shift_finding(summary: dict[str, Any]) -> list[str]:
+    """One line on what the shift splits show: the mean success over them for the SFT start and every arm."""
+    means = {"SFT start": _shift_mean(summary["start"])}
+    means.update({b["label"]: _shift_mean(b) for b in summary["arms"].values()})
+    means = {k: v for k, v in means.items() if v is not None}
+    if "SFT start" not in means:
+        return []
+    line = ("- Shift-split success (mean over " + ", ".join(summary["start"]["shift"]) + "): "
+            + ", ".join(f"{k} {_f(v)}" for k, v in means.items()) + ".")
+    if max(means.values()) < 0.1:
+        line += (" All are near the floor: this model barely transfers to held-out phrasings, families and entity "
+                 "types, so differences between arms here are a few questions, not a finding.")
+    return [line]
+
+
+def _gate_warning(summary: dict[str, Any]) -> list[str]:
+    comp = summary.get("competence")
+    if not comp or comp.get("passed"):
+        return []
+    return [(f"**COMPETENCE GATE FAILED: the SFT start solves {_f(comp.get('test_success'))} of unseen test "
+             f"questions (gate {comp['gate']}). Every LM finding below is unusable**: the policy is too weak for "
+             "its query strategy to matter."), ""]
+
+
+def headline_markdown(summary: dict[str, Any]) -> str:
+    c = summary["config"]
+    lines = [
+        (f"**RL vs SFT on the embedded world** ({summary['model']}, {summary['n_params'] / 1e6:.2f}M parameters, "
+        f"{c['seeds']} seed(s) per arm, {c['rl']['total_steps']} policy steps of "
+        f"{c['rl']['prompts_per_step']}×{c['rl']['group_size']} episodes; evaluation: {c['eval_samples']} samples "
+        f"per question at T={c['eval_temperature']}; wall time {summary['wall_s'] / 60:.1f} min on "
+        f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`; table cells are "
+        "the mean over seeds ± the half-width of its 95% t-interval:"),
+        "",
+        *_gate_warning(summary),
+        *headline_table(summary),
+        "",
+        *findings_text(summary),
+        *_strategy_section(summary),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _strategy_section(summary: dict[str, Any]) -> list[str]:
+    """The strategy-policy table and its computed findings (absent when the stage was disabled)."""
+    block = summary.get("strategy_policy")
+    if not block:
+        return []
+    from searchgym.experiments.squeeze.strategy_stage import strategy_findings, strategy_table
+
+    return ["", (f"**Strategy policy** (one heuristic query strategy chosen per question; exact success; "
+                 f"{block['seeds']} seeds per arm, mean ± 95% CI; env preset `{block['preset']}`):"), "",
+            *strategy_table(block), "", *strategy_findings(block)]
+
+
+def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
+    c = summary["config"]
+    demos = summary.get("demos") or {}
+    lines = [
+        "# RL squeezes, SFT expands? — query-strategy diversity of a search agent",
+        "",
+        headline_markdown(summary),
+        "## Setup",
+        "",
+        (f"- World: seed {c['world_seed']}, {c['n_entities']} entities; BM25 top-{c['top_k']}, "
+        f"{c['max_turns']} searches per episode, passages cut to {c['passage_chars']} characters."),
+        (f"- Demonstrations: the `diverse` heuristic agent, {c['demo_passes']} passes over the train questions: "
+        f"{demos.get('demos', '–')} episodes, EM {_f(demos.get('demo_em'))}, kept {demos.get('demos_kept', '–')} "
+        f"{'successful ' if c['demo_success_only'] else ''}ones for SFT."),
+        f"- SFT warm start: {demos.get('steps', '–')} steps, final loss {_f(demos.get('final_loss'))}.",
+        (f"- RL: GRPO (group-normalised advantages), token-mean PPO-clip loss (ε={c['rl']['clip_low']}), "
+        f"lr {c['rl']['learning_rate']}, T={c['rl']['temperature']}; KL-Cov k={c['kl_cov_ratio']} (β=1), "
+        f"Clip-Cov r={c['clip_cov_ratio']} band (1, 5) with PPO clip 1; entropy bonus {c['ent_coef']}."),
+        (f"- Questions: the RL arms train on a fixed pool of {c['eval_questions']} train-split questions (the "
+         "same questions per step for every arm); 'train success' is the success on that pool, shift-split "
+         f"success is on {c['eval_shift_questions']} questions per shift split; {c['eval_samples']} samples per "
+         "question."),
+        ("- Continued SFT: fresh diverse demonstrations over the whole train split; its policy is sampled on the "
+         "RL arms' questions at every step (these samples feed the tracker; they are not trained on)."),
+        ("- Template entropy: Shannon entropy (nats) of the slot-level query templates (entities and numbers "
+        "masked into typed slots) of all queries in the evaluation samples / step rollouts, from the same "
+        "analysis core as `searchgym analyze`. Grounded share: queries that are neither malformed nor off-task "
+        "(naming nothing from the question or earlier evidence); 'well-formed' entropy is over those only, so a "
+        "squeeze that is only noise going away shows there as no change."),
+        "",
+        "## Plots",
+        "",
+    ]
+    for title, fname in images.items():
+        lines += [f"### {title}", "", f"![{title}](plots/{fname})", ""]
+    lines += ["## Per-family success (train split)", ""]
+    fams = sorted(summary["start"]["per_family"])
+    lines.append("| model | " + " | ".join(fams) + " |")
+    lines.append("|" + "---|" * (len(fams) + 1))
+    lines.append("| SFT start | " + " | ".join(_f(summary["start"]["per_family"].get(f)) for f in fams) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | " + " | ".join(_f(b["per_family"].get(f)) for f in fams) + " |")
+    lines += ["", "## pass@k (train split)", ""]
+    ks = sorted(int(k) for k in summary["start"]["pass_at_k"])
+    lines.append("| model | " + " | ".join(f"k={k}" for k in ks) + " |")
+    lines.append("|" + "---|" * (len(ks) + 1))
+    lines.append("| SFT start | " + " | ".join(_f(summary["start"]["pass_at_k"][str(k)]) for k in ks) + " |")
+    for b in summary["arms"].values():
+        lines.append(f"| {b['label']} | " + " | ".join(_f(b["pass_at_k"].get(str(k))) for k in ks) + " |")
+    lines += passk_section(summary)
+    lines += entropy_law_section(summary)
+    ctl = [b for b in summary["arms"].values() if (b.get("controls") or {}).get("control")]
+    if ctl:
+        lines += ["", "## Did each control act?", "",
+                  ("Means over steps and seeds of the training log. Clip-Cov/KL-Cov act when they select tokens "
+                  "while the ratio moves (|log ratio| > 1e-4); the KL arm when KL to the SFT start is > 0."), "",
+                  ("| arm | control | acted | mini-batches/batch | clip fraction | mean abs log ratio | "
+                  "cov-selected share | KL to ref |"), "|---|---|---|---|---|---|---|---|"]
+        for b in ctl:
+            c = b["controls"]
+            lines.append(f"| {b['label']} | {c['control']} | {'yes' if c['acted'] else '**no**'} | "
+                         f"{c['minibatches']} | {_g(c['clip_fraction'])} | {_g(c['abs_log_ratio'])} | "
+                         f"{_g(c['cov_selected_share'])} | {_g(c['kl_ref'])} |")
+    lines += ["", (f"Wall time: {summary['wall_s']:.0f} s. Files: `summary.json` (all numbers), "
+              "`arms/<arm>/seed<k>/metrics.jsonl` (training scalars), `.../diversity.jsonl` (tracker), "
+              "`.../eval_trajectories.jsonl` (evaluation episodes, analysable with `searchgym analyze`)."), ""]
+    return "\n".join(lines)
+
+
+def _md_to_html(md: str, out: Path) -> str:
+    """A small markdown renderer for this report (headings, tables, lists, images, paragraphs)."""
+    import re
+
+    def inline(s: str) -> str:
+        s = html.escape(s)
+        s = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", s)
+        s = re.sub(r"`(.+?)`", r"<code>\1</code>", s)
+        return s
+
+    body: list[str] = []
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        if ln.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                if not re.match(r"^\|(\s*-+\s*\|)+\s*$", lines[i]):
+                    rows.append([c.strip() for c in lines[i].strip("|").split("|")])
+                i += 1
+            body.append("<table>" + "".join(
+                "<tr>" + "".join(f"<{'th' if r == 0 else 'td'}>{inline(c)}</{'th' if r == 0 else 'td'}>"
+                                 for c in row) + "</tr>" for r, row in enumerate(rows)) + "</table>")
+            continue
+        m = re.match(r"^!\[(.*?)\]\((.*?)\)$", ln)
+        if m:
+            p = out / m.group(2)
+            if p.exists():
+                data = base64.b64encode(p.read_bytes()).decode()
+                body.append(f'<p><img alt="{html.escape(m.group(1))}" src="data:image/png;base64,{data}"></p>')
+        elif ln.startswith("#"):
+            n = len(ln) - len(ln.lstrip("#"))
+            body.append(f"<h{n}>{inline(ln[n:].strip())}</h{n}>")
+        elif ln.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(f"<li>{inline(lines[i][2:])}</li>")
+                i += 1
+            body.append("<ul>" + "".join(items) + "</ul>")
+            continue
+        elif ln.strip():
+            body.append(f"<p>{inline(ln)}</p>")
+        i += 1
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px}"
+             "img{max-width:100%}")
+    return f"<!doctype html><html><head><meta charset='utf-8'><title>squeeze report</title><style>{style}</style>" \
+           f"</head><body>{''.join(body)}</body></html>"
+
+
+def write_report(summary: dict[str, Any], out: Path) -> None:
+    from searchgym.train.checkpoint import atomic_write_text
+
+    images = make_plots(summary, out / "plots")
+    md = render_markdown(summary, images)
+    atomic_write_text(out / "report.md", md)
+    atomic_write_text(out / "report.html", _md_to_html(md, out))
+

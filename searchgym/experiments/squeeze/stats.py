@@ -1,0 +1,73 @@
+"""Statistics of the squeeze experiment's comparisons: differences of means over seeds with Welch intervals and
+minimum detectable effects, every RL arm against continued SFT, and pass@k crossings."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
+    """Difference of means ``mean(a) - mean(b)`` over seeds with a 95% Welch interval, and the minimum
+    detectable effect at ``power`` (two-sided ``alpha``); ``detectable`` is False when the interval covers 0.
+    With fewer than 2 seeds on a side there is no interval (None)."""
+    a = [float(x) for x in a if x is not None]
+    b = [float(x) for x in b if x is not None]
+    out: dict[str, Any] = {"diff": (float(np.mean(a)) - float(np.mean(b))) if a and b else None,
+                           "ci": None, "mde": None, "detectable": None, "n": [len(a), len(b)]}
+    if len(a) < 2 or len(b) < 2:
+        return out
+    from scipy.stats import t
+
+    va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        out.update(ci=[out["diff"], out["diff"]], mde=0.0, detectable=out["diff"] != 0)
+        return out
+    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    h = float(t.ppf(1 - alpha / 2, df)) * se
+    out["ci"] = [out["diff"] - h, out["diff"] + h]
+    out["mde"] = (float(t.ppf(1 - alpha / 2, df)) + float(t.ppf(power, df))) * se
+    out["detectable"] = not (out["ci"][0] <= 0 <= out["ci"][1])
+    return out
+
+
+COMPARED = (("test_success", "test success"), ("strategy_entropy", "strategy entropy"),
+            ("slot_entropy", "template entropy (slot)"),
+            ("well_formed_slot_entropy", "template entropy, well-formed queries"))
+
+
+def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every RL arm against continued SFT on the compared figures (and mean shift success), per-seed values."""
+    if "sft" not in arms:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    sft = arms["sft"]
+    for arm, b in arms.items():
+        if arm == "sft":
+            continue
+        row = {key: diff_ci((b.get(key) or {}).get("values", []), (sft.get(key) or {}).get("values", []))
+               for key, _ in COMPARED}
+        for split, ms in (b.get("shift") or {}).items():
+            row[f"shift:{split}"] = diff_ci(ms.get("values", []), ((sft.get("shift") or {}).get(split) or {})
+                                            .get("values", []))
+        out[f"{arm}_vs_sft"] = row
+    return out
+
+
+def passk_crossing(start: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]:
+    """The ks at which the SFT start's CI lies wholly above the arm's (``start_above``) and below it
+    (``arm_above``); ``first_start_above``: the smallest such k (None: no detectable crossing)."""
+    above, below = [], []
+    for k in sorted((int(x) for x in start if x in arm), key=int):
+        s, a = start[str(k)].get("ci"), arm[str(k)].get("ci")
+        if not s or not a or None in s or None in a:
+            continue
+        if s[0] > a[1]:
+            above.append(k)
+        elif a[0] > s[1]:
+            below.append(k)
+    return {"start_above": above, "arm_above": below, "first_start_above": above[0] if above else None}
+

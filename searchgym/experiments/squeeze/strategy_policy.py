@@ -1,0 +1,568 @@
+"""The strategy policy: the squeeze experiment's model organism, exact and fast (issue 13 §2).
+
+A small torch policy picks one heuristic query strategy per question from surface features of the
+question (a bag of its words plus a bias; never the gold family); the chosen strategy and the shared reader
+execute it in the real ``SearchEnv`` under an env preset (default ``squeeze``). Because the heuristic
+strategies are deterministic given the question, each (question, strategy) outcome is computed ONCE by
+rolling the strategy out on the batched vector env (one ``batch_search`` per step) and looked up afterwards,
+so every arm x seed trains in well under a second and every success figure is an exact expectation under the
+policy (``sum_a pi(a|x) * EM(x, a)``), not a sample.
+
+One "token" is one strategy choice, so the LM trainer's token-level losses apply unchanged
+(``searchgym.train.losses``): GRPO advantages (group-normalised), PPO-clip, KL to the SFT reference, entropy
+bonus, Clip-Cov and KL-Cov, with ``num_minibatches`` optimizer steps per rollout batch so that the
+probability ratio moves and the Clip-Cov / KL-Cov corrections can act. Arms:
+
+=================  =================================================================================
+sft                continued SFT on fresh demonstrator choices (same optimizer steps as an RL arm)
+grpo               GRPO (PPO-clip, group mean/std advantages, zero-advantage groups left out)
+grpo_kl            GRPO + ``kl_coef`` * KL(pi || SFT start) (low-variance k3 at the sampled choice, as the LM)
+grpo_ent           GRPO + entropy bonus (exact entropy of the softmax) on every sampled choice
+grpo_clipcov       GRPO with Clip-Cov (PPO clip ranges 1, as released)
+grpo_klcov         GRPO with KL-Cov
+grpo_count         GRPO on r + c * min(1, 1/sqrt(N(x, a))) (outcome-based exploration, UCB-style; the
+                   outcome is the strategy, N counts its choices for the question so far, this group included)
+grpo_darling       DARLING: r * Div, Div = (n - |class|) / (n - 1) floored at 0.1 (class = same strategy),
+                   mean-centred advantages (no std), as released
+grpo_sft_refresh   GRPO + ``refresh_steps`` SFT steps on demonstrations every ``refresh_every`` RL steps
+=================  =================================================================================
+
+Caveat: ``random`` draws its words from a seeded RNG; its outcome is the one of seed 0 (so it is treated as
+deterministic like the others).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from searchgym.errors import ConfigError
+
+ARMS = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling",
+        "grpo_sft_refresh")
+REGULARISED = ("grpo_kl", "grpo_ent", "grpo_klcov")  # arms with a term that acts on every sampled choice
+EVAL_SPLITS = ("train", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
+
+
+@dataclass
+class StrategyConfig:
+    # --- world and env
+    world_seed: int = 0                 # seed of the world
+    n_entities: int | None = None       # None: the embedded default world (gym.make's); else a generated world
+    preset: str = "squeeze"             # env settings (searchgym.envs.presets)
+    num_envs: int = 32                  # vector-env slots for the outcome precompute
+    splits: tuple[str, ...] = EVAL_SPLITS  # train first; the others are evaluated only
+    # --- policy
+    min_df: int = 3                     # a word is a feature if it occurs in >= min_df train questions
+    hidden: int = 0                     # 0: linear softmax; > 0: one tanh hidden layer of this width
+    # --- demonstrator / SFT start
+    demo_weights: dict[str, float] | None = None  # None: the `diverse` demonstrator's DEFAULT_WEIGHTS
+    demo_samples: int = 4               # demonstrator choices per train question (SFT data)
+    sft_steps: int = 150                # full-batch Adam steps of the SFT start
+    sft_lr: float = 0.05
+    # --- RL
+    seeds: int = 20                     # seeds per arm (each seed: its own SFT start, sampling, demos)
+    first_seed: int = 0                 # seeds are first_seed .. first_seed + seeds - 1
+    arms: tuple[str, ...] = ARMS
+    steps: int = 60                     # RL steps (one rollout batch each)
+    prompts_per_step: int = 16          # train questions per step
+    group_size: int = 8                 # strategy samples per question
+    lr: float = 0.05                    # Adam learning rate of the RL / continued-SFT updates
+    num_minibatches: int = 4            # optimizer steps per rollout batch (the ratio moves after the first)
+    clip: float = 0.2                   # PPO clip range (grpo arms)
+    norm_adv_by_std: bool = True        # GRPO std normalisation (DARLING: always off, as released)
+    kl_coef: float = 0.1                # grpo_kl
+    ent_coef: float = 0.02              # grpo_ent
+    clip_cov_ratio: float = 0.05        # grpo_clipcov: share of choices whose gradient is detached
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    kl_cov_ratio: float = 0.05          # grpo_klcov: share of top-covariance choices with |log ratio| penalty
+    kl_cov_coef: float = 1.0
+    count_coef: float = 0.5             # grpo_count: bonus scale c
+    refresh_every: int = 10             # grpo_sft_refresh: SFT steps every N RL steps
+    refresh_steps: int = 5
+    eval_every: int = 10                # history of shares / success every N steps
+    threads: int = 1                    # torch threads
+
+    def check(self) -> None:
+        bad = [a for a in self.arms if a not in ARMS]
+        if bad:
+            raise ConfigError(f"unknown arm(s) {bad}; choose from {list(ARMS)}")
+        if not self.splits or self.splits[0] != "train":
+            raise ConfigError(f"splits must start with 'train', got {self.splits}")
+        for name in ("seeds", "steps", "prompts_per_step", "num_minibatches", "demo_samples", "sft_steps",
+                     "eval_every", "refresh_every", "threads", "num_envs"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ConfigError(f"group_size must be >= 2 (group baselines), got {self.group_size}")
+        if (self.prompts_per_step * self.group_size) % self.num_minibatches:
+            raise ConfigError(f"prompts_per_step * group_size = {self.prompts_per_step * self.group_size} does not "
+                              f"split into num_minibatches={self.num_minibatches}")
+
+
+# --------------------------------------------------------------------------------------------------
+# Outcomes: every (question, strategy) once, in the real env
+
+
+@dataclass
+class Outcomes:
+    strategies: tuple[str, ...]
+    questions: dict[str, list[str]]      # split -> question texts
+    em: dict[str, np.ndarray]            # split -> [n_questions, n_strategies] EM in {0, 1}
+    seconds: float = 0.0
+
+
+def _world(cfg: StrategyConfig) -> Any:
+    from searchgym.data import World, default_world
+
+    if cfg.n_entities is None:
+        return default_world(cfg.world_seed)
+    return World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities)
+
+
+def _vector_env(cfg: StrategyConfig, world: Any, split: str, n: int) -> Any:
+    from searchgym.envs.presets import get_preset
+    from searchgym.envs.vector import SearchVectorEnv
+
+    kw = get_preset(cfg.preset)
+    if cfg.n_entities is None:
+        return SearchVectorEnv(num_envs=min(cfg.num_envs, n), split=split, world_seed=cfg.world_seed, **kw)
+    return SearchVectorEnv(num_envs=min(cfg.num_envs, n), dataset=list(world.split(split)),
+                           retriever=_retriever_for(world), split=split, **kw)
+
+
+_RETRIEVERS: dict[str, Any] = {}
+
+
+def _retriever_for(world: Any) -> Any:
+    key = world.fingerprint()
+    if key not in _RETRIEVERS:
+        from searchgym.retrieval import build_retriever
+
+        _RETRIEVERS[key] = build_retriever(world.passages, kind="bm25")
+    return _RETRIEVERS[key]
+
+
+def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = None) -> Outcomes:
+    """EM of every strategy on every question of ``cfg.splits`` under ``cfg.preset`` (one rollout each)."""
+    from searchgym.agents.heuristics import STRATEGIES, HeuristicAgent
+    from searchgym.agents.rollout import rollout
+
+    strategies = tuple(strategies or STRATEGIES)
+    t0 = time.perf_counter()
+    world = _world(cfg)
+    questions: dict[str, list[str]] = {}
+    em: dict[str, np.ndarray] = {}
+    for split in cfg.splits:
+        qs = list(world.split(split))
+        if not qs:
+            raise ConfigError(f"split {split!r} of this world has no questions")
+        pos = {q.id: i for i, q in enumerate(qs)}
+        table = np.zeros((len(qs), len(strategies)), dtype=np.float64)
+        seen = np.zeros_like(table, dtype=bool)
+        vec = _vector_env(cfg, world, split, len(qs))
+        try:
+            for j, s in enumerate(strategies):
+                for t in rollout(HeuristicAgent(s, seed=0), vec, len(qs), seed=0, progress=False):
+                    i = pos[t.question_id]
+                    table[i, j], seen[i, j] = float(t.em), True
+        finally:
+            vec.close()
+        if not seen.all():  # pragma: no cover - rollout covers every question once when n == len(split)
+            raise RuntimeError(f"outcome table of {split} is incomplete")
+        questions[split] = [q.question for q in qs]
+        em[split] = table
+    return Outcomes(strategies, questions, em, time.perf_counter() - t0)
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_outcomes(world_seed: int, n_entities: int | None, preset: str, splits: tuple[str, ...],
+                     num_envs: int) -> Outcomes:
+    cfg = StrategyConfig(world_seed=world_seed, n_entities=n_entities, preset=preset, splits=splits,
+                         num_envs=num_envs)
+    return compute_outcomes(cfg)
+
+
+def outcomes_for(cfg: StrategyConfig) -> Outcomes:
+    return _cached_outcomes(cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Features and policy
+
+
+def _tokens(question: str) -> set[str]:
+    from searchgym.agents.analysis import words
+
+    return {w.lower() for w in words(question)}
+
+
+class Featurizer:
+    """Binary bag of question words (vocabulary: words in >= ``min_df`` train questions) plus a bias."""
+
+    def __init__(self, train_questions: Sequence[str], min_df: int):
+        df: Counter[str] = Counter()
+        for q in train_questions:
+            df.update(_tokens(q))
+        self.vocab = {w: i for i, w in enumerate(sorted(w for w, c in df.items() if c >= min_df))}
+        self.dim = len(self.vocab) + 1
+
+    def __call__(self, questions: Sequence[str]) -> Any:
+        import torch
+
+        x = torch.zeros(len(questions), self.dim)
+        x[:, -1] = 1.0
+        for i, q in enumerate(questions):
+            for w in _tokens(q):
+                j = self.vocab.get(w)
+                if j is not None:
+                    x[i, j] = 1.0
+        return x
+
+
+def make_policy(dim: int, n_actions: int, hidden: int) -> Any:
+    import torch
+
+    if hidden <= 0:
+        return torch.nn.Linear(dim, n_actions)
+    return torch.nn.Sequential(torch.nn.Linear(dim, hidden), torch.nn.Tanh(), torch.nn.Linear(hidden, n_actions))
+
+
+def _entropy(p: np.ndarray) -> float:
+    p = p[p > 0]
+    return float(-(p * np.log(p)).sum())
+
+
+def policy_stats(policy: Any, x: Any, em: np.ndarray) -> dict[str, Any]:
+    """Exact success, conditional strategy entropy and the marginal strategy distribution of a policy."""
+    import torch
+
+    with torch.no_grad():
+        logits = policy(x)
+        logp = torch.log_softmax(logits, dim=-1)
+        p = logp.exp()
+        ent = -(p * logp).sum(-1)
+    pn = p.double().numpy()
+    marginal = pn.mean(0)
+    return {"success": float((pn * em).sum(1).mean()), "strategy_entropy": float(ent.mean().item()),
+            "marginal_entropy": _entropy(marginal), "shares": marginal}
+
+
+# --------------------------------------------------------------------------------------------------
+# Training
+
+
+def _demo_targets(n: int, strategies: Sequence[str], weights: dict[str, float], k: int, rng: random.Random
+                  ) -> list[int]:
+    names = [s for s in strategies if weights.get(s, 0) > 0]
+    w = [weights[s] for s in names]
+    idx = {s: i for i, s in enumerate(strategies)}
+    return [idx[c] for _ in range(k) for c in rng.choices(names, weights=w, k=n)]
+
+
+def _sft_steps(policy: Any, opt: Any, x: Any, targets: Any, steps: int) -> None:
+    import torch.nn.functional as F
+
+    for _ in range(steps):
+        loss = F.cross_entropy(policy(x), targets)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+@dataclass
+class _Ctx:
+    cfg: StrategyConfig
+    strategies: tuple[str, ...]
+    x: dict[str, Any]                   # split -> features
+    em: dict[str, np.ndarray]
+    weights: dict[str, float]
+    demo_x: Any = None                  # train features repeated per demonstrator sample
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _evaluate(ctx: _Ctx, policy: Any, rng_seed: int) -> dict[str, Any]:
+    import torch
+
+    out: dict[str, Any] = {}
+    for split in ctx.cfg.splits:
+        st = policy_stats(policy, ctx.x[split], ctx.em[split])
+        out[split] = {"success": st["success"], "strategy_entropy": st["strategy_entropy"],
+                      "marginal_entropy": st["marginal_entropy"], "shares": st["shares"].tolist()}
+    # the empirical choice distribution: one sampled strategy per train question
+    g = torch.Generator().manual_seed(rng_seed)
+    with torch.no_grad():
+        p = torch.softmax(policy(ctx.x["train"]), -1)
+    picks = torch.multinomial(p, 1, generator=g).squeeze(1).numpy()
+    counts = np.bincount(picks, minlength=len(ctx.strategies)) / len(picks)
+    out["train"]["choice_entropy"] = _entropy(counts)
+    return out
+
+
+def sft_start(ctx: _Ctx, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A policy fitted (cross-entropy) to the demonstrator's choices on the train questions."""
+    import torch
+
+    torch.manual_seed(seed)
+    cfg = ctx.cfg
+    n = ctx.x["train"].shape[0]
+    policy = make_policy(ctx.x["train"].shape[1], len(ctx.strategies), cfg.hidden)
+    picks = torch.tensor(_demo_targets(n, ctx.strategies, ctx.weights, cfg.demo_samples,
+                                       random.Random(f"demo/{seed}"))).reshape(cfg.demo_samples, n)
+    # cross-entropy over the demo_samples choices of each question = against their empirical distribution
+    soft = torch.nn.functional.one_hot(picks, len(ctx.strategies)).float().mean(0)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.sft_lr)
+    _sft_steps(policy, opt, ctx.x["train"], soft, cfg.sft_steps)
+    return policy, _evaluate(ctx, policy, seed)
+
+
+def _shaped_rewards(arm: str, cfg: StrategyConfig, r: np.ndarray, acts: np.ndarray, qidx: np.ndarray,
+                    counts: dict[tuple[int, int], int]) -> np.ndarray:
+    G = cfg.group_size
+    if arm == "grpo_count":
+        out = r.copy()
+        for i in range(len(r)):
+            counts[(int(qidx[i]), int(acts[i]))] = counts.get((int(qidx[i]), int(acts[i])), 0) + 1
+        for i in range(len(r)):
+            out[i] += cfg.count_coef * min(1.0, 1.0 / math.sqrt(counts[(int(qidx[i]), int(acts[i]))]))
+        return out
+    if arm == "grpo_darling":
+        out = r.copy()
+        for g0 in range(0, len(r), G):
+            a = acts[g0:g0 + G]
+            for i in range(G):
+                size = int((a == a[i]).sum())
+                div = max(0.1, (G - size) / (G - 1))
+                out[g0 + i] = r[g0 + i] * div
+        return out
+    return r
+
+
+def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    """Train a copy of the SFT start with one arm; returns (policy, history, control stats)."""
+    import copy
+
+    import torch
+
+    from searchgym.train.losses import (
+        clip_cov_loss,
+        grpo_advantages,
+        kl_cov_loss,
+        kl_penalty,
+        masked_mean,
+        ppo_clip_loss,
+    )
+
+    cfg = ctx.cfg
+    torch.manual_seed(seed * 1000 + ARMS.index(arm))
+    policy = copy.deepcopy(start)
+    ref = copy.deepcopy(start).requires_grad_(False)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    x_tr, em_tr = ctx.x["train"], ctx.em["train"]
+    n = x_tr.shape[0]
+    P, G = cfg.prompts_per_step, cfg.group_size
+    rng = np.random.default_rng([seed, ARMS.index(arm)])
+    gen = torch.Generator().manual_seed(seed * 7919 + ARMS.index(arm))
+    demo_rng = random.Random(f"demo-arm/{arm}/{seed}")
+    counts: dict[tuple[int, int], int] = {}
+    history: list[dict[str, Any]] = []
+    ctl = Counter()
+    n_updates = 0
+    step_log: list[dict[str, float]] = []  # per RL step: what the controls did
+
+    def record(step: int) -> None:
+        st = policy_stats(policy, x_tr, em_tr)
+        history.append({"step": step, "train_success": st["success"], "strategy_entropy": st["strategy_entropy"],
+                        "shares": st["shares"].tolist()})
+
+    record(0)
+    for step in range(1, cfg.steps + 1):
+        qidx = np.repeat(rng.choice(n, size=P, replace=n < P), G)
+        xb = x_tr[torch.from_numpy(qidx)]
+        if arm == "sft":  # continued SFT: same number of optimizer steps, on fresh demonstrator choices
+            t = torch.tensor(_demo_targets(P * G, ctx.strategies, ctx.weights, 1, demo_rng))
+            mb = P * G // cfg.num_minibatches
+            for k in range(cfg.num_minibatches):
+                _sft_steps(policy, opt, xb[k * mb:(k + 1) * mb], t[k * mb:(k + 1) * mb], 1)
+                n_updates += 1
+        else:
+            before = Counter(ctl)
+            with torch.no_grad():
+                old_logits = policy(xb)
+                acts_t = torch.multinomial(torch.softmax(old_logits, -1), 1, generator=gen).squeeze(1)
+                old_logp = torch.log_softmax(old_logits, -1).gather(1, acts_t[:, None]).squeeze(1)
+            acts = acts_t.numpy()
+            r = em_tr[qidx, acts]
+            r = _shaped_rewards(arm, cfg, r, acts, qidx, counts)
+            rt = torch.tensor(r, dtype=torch.float32)
+            adv = grpo_advantages(rt, G, norm_by_std=cfg.norm_adv_by_std and arm != "grpo_darling")
+            # zero-advantage groups leave the policy-gradient term only; the regularisers (KL, entropy,
+            # KL-Cov's penalty) act on every sampled choice, all-tied groups included
+            keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()
+            regularised = arm in REGULARISED
+            perm = torch.randperm(P * G, generator=gen)
+            mb = P * G // cfg.num_minibatches
+            for k in range(cfg.num_minibatches):
+                ix = perm[k * mb:(k + 1) * mb]
+                m = keep[ix][:, None]
+                m_all = torch.ones_like(m)
+                if m.sum() == 0 and not regularised:
+                    continue
+                logits = policy(xb[ix])
+                logp_all = torch.log_softmax(logits, -1)
+                logp = logp_all.gather(1, acts_t[ix][:, None])
+                olp, a = old_logp[ix][:, None], adv[ix][:, None]
+                if arm == "grpo_clipcov":
+                    loss, stats = clip_cov_loss(logp, olp, a, m, clip_cov_ratio=cfg.clip_cov_ratio,
+                                                clip_cov_lb=cfg.clip_cov_lb, clip_cov_ub=cfg.clip_cov_ub,
+                                                clip_low=1.0, clip_high=1.0, generator=gen)
+                    ctl["selected"] += stats["n_cov_selected"]
+                elif arm == "grpo_klcov":
+                    loss, stats = kl_cov_loss(logp, olp, a, m_all, kl_cov_ratio=cfg.kl_cov_ratio,
+                                              kl_coef=cfg.kl_cov_coef, pg_mask=m)
+                    ctl["selected"] += stats["n_cov_selected"]
+                else:
+                    loss, stats = ppo_clip_loss(logp, olp, a, m, clip_low=cfg.clip, clip_high=cfg.clip)
+                ctl["clipfrac"] += stats.get("clipfrac", 0.0) * float(m.sum())
+                if arm == "grpo_kl":
+                    ref_logp = torch.log_softmax(ref(xb[ix]), -1).gather(1, acts_t[ix][:, None])
+                    loss = loss + cfg.kl_coef * masked_mean(kl_penalty(logp, ref_logp, "low_var_kl"), m_all)
+                if arm == "grpo_ent":
+                    ent = -(logp_all.exp() * logp_all).sum(-1, keepdim=True)
+                    loss = loss - cfg.ent_coef * masked_mean(ent, m_all)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                ctl["abs_log_ratio"] += float(((logp.detach() - olp).abs() * m).sum())
+                ctl["tokens"] += float(m.sum())
+                n_updates += 1
+            d = {k: ctl[k] - before[k] for k in ("clipfrac", "abs_log_ratio", "selected", "tokens")}
+            tk = max(d["tokens"], 1.0)
+            step_log.append({"step": step, "tokens": d["tokens"], "clip_fraction": d["clipfrac"] / tk,
+                             "mean_abs_log_ratio": d["abs_log_ratio"] / tk, "selected_share": d["selected"] / tk})
+            if arm == "grpo_sft_refresh" and step % cfg.refresh_every == 0:
+                t = torch.tensor(_demo_targets(n, ctx.strategies, ctx.weights, 1, demo_rng))
+                _sft_steps(policy, opt, x_tr, t, cfg.refresh_steps)
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            record(step)
+    tok = max(ctl["tokens"], 1.0)
+    controls: dict[str, Any] = {"updates": float(n_updates), "clip_fraction": ctl["clipfrac"] / tok,
+                "mean_abs_log_ratio": ctl["abs_log_ratio"] / tok, "selected_share": ctl["selected"] / tok}
+    if arm in ("grpo_clipcov", "grpo_klcov"):
+        controls["acted"] = float(controls["selected_share"] > 0 and controls["mean_abs_log_ratio"] > 1e-4)
+    controls["per_step"] = step_log
+    return policy, history, controls
+
+
+# --------------------------------------------------------------------------------------------------
+# Statistics and the experiment
+
+
+def mean_ci(xs: Sequence[float]) -> dict[str, float]:
+    """Mean and the half-width of its 95% t-interval (0 for one value)."""
+    a = np.asarray(xs, dtype=np.float64)
+    if len(a) < 2:
+        return {"mean": float(a.mean()) if len(a) else float("nan"), "ci": 0.0}
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    return {"mean": float(a.mean()), "ci": half}
+
+
+def _summary(evals: list[dict[str, Any]], splits: Sequence[str], strategies: Sequence[str]) -> dict[str, Any]:
+    shift = [s for s in splits if s.startswith("shift_")]
+    return {
+        "seeds": len(evals),
+        "strategy_entropy": mean_ci([e["train"]["strategy_entropy"] for e in evals]),
+        "marginal_entropy": mean_ci([e["train"]["marginal_entropy"] for e in evals]),
+        "choice_entropy": mean_ci([e["train"]["choice_entropy"] for e in evals]),
+        "train_success": mean_ci([e["train"]["success"] for e in evals]),
+        **({"test_success": mean_ci([e["test"]["success"] for e in evals])} if "test" in splits else {}),
+        "shift_success": {s: mean_ci([e[s]["success"] for e in evals]) for s in shift},
+        "shares": dict(zip(strategies, np.mean([e["train"]["shares"] for e in evals], axis=0).round(4).tolist())),
+    }
+
+
+def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcomes | None = None) -> dict[str, Any]:
+    """SFT start + every arm x ``cfg.seeds`` seeds; per arm mean +- 95% CI over seeds of every figure.
+
+    Returns ``{"config", "strategies", "oracle", "per_strategy", "start", "arms": {ARM: {..., "controls",
+    "control_steps", "history"}}, "seeds", "seconds"}`` (``history``: per seed, train success / strategy
+    entropy / shares every ``eval_every`` steps; ``control_steps``: per seed, each RL step's clip fraction,
+    mean |log ratio| and share of choices Clip-Cov / KL-Cov selected). ``outcomes`` (from :func:`compute_outcomes`) skips the precompute.
+    """
+    import torch
+
+    cfg = cfg or StrategyConfig()
+    cfg.check()
+    from searchgym.agents.heuristics import DEFAULT_WEIGHTS
+
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        out = outcomes if outcomes is not None else outcomes_for(cfg)
+        missing = [s for s in cfg.splits if s not in out.em]
+        if missing:
+            raise ConfigError(f"outcomes lack split(s) {missing}")
+        weights = dict(DEFAULT_WEIGHTS if cfg.demo_weights is None else cfg.demo_weights)
+        unknown = sorted(set(weights) - set(out.strategies))
+        if unknown or sum(weights.values()) <= 0 or any(v < 0 for v in weights.values()):
+            raise ConfigError(f"demo_weights must be >= 0 over {list(out.strategies)} with a positive sum; "
+                              f"got {weights}")
+        feat = Featurizer(out.questions["train"], cfg.min_df)
+        ctx = _Ctx(cfg, out.strategies, {s: feat(out.questions[s]) for s in cfg.splits},
+                   {s: out.em[s] for s in cfg.splits}, weights)
+        starts, start_evals = [], []
+        seeds = range(cfg.first_seed, cfg.first_seed + cfg.seeds)
+        for seed in seeds:
+            pol, ev = sft_start(ctx, seed)
+            starts.append(pol)
+            start_evals.append(ev)
+        arms: dict[str, Any] = {}
+        for arm in cfg.arms:
+            evals, hist, ctls = [], [], []
+            for seed, start in zip(seeds, starts):
+                pol, h, c = train_arm(ctx, arm, seed, start)
+                evals.append(_evaluate(ctx, pol, seed))
+                hist.append(h)
+                ctls.append(c)
+            summ = _summary(evals, cfg.splits, out.strategies)
+            summ["controls"] = {k: float(np.mean([c[k] for c in ctls])) for k in ctls[0] if k != "per_step"}
+            summ["control_steps"] = [c["per_step"] for c in ctls]  # per seed, per RL step
+            if "acted" in summ["controls"]:
+                summ["controls"]["acted"] = bool(summ["controls"]["acted"] == 1.0)
+            summ["history"] = hist
+            arms[arm] = summ
+        per_strategy = {s: {sp: float(out.em[sp][:, j].mean()) for sp in cfg.splits}
+                        for j, s in enumerate(out.strategies)}
+        oracle = {sp: float(out.em[sp].max(1).mean()) for sp in cfg.splits}
+        demo = np.array([weights.get(s, 0.0) for s in out.strategies])
+        demo = demo / demo.sum()
+        return {"config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()},
+                "strategies": list(out.strategies), "demo_distribution": dict(zip(out.strategies, demo.tolist())),
+                "features": feat.dim, "per_strategy": per_strategy, "oracle": oracle,
+                "start": _summary(start_evals, cfg.splits, out.strategies), "arms": arms, "seeds": cfg.seeds,
+                "outcome_seconds": out.seconds, "seconds": time.perf_counter() - t0}
+    finally:
+        torch.set_num_threads(threads)
+
+
+def with_overrides(cfg: StrategyConfig, **kw: Any) -> StrategyConfig:
+    unknown = sorted(set(kw) - set(asdict(cfg)))
+    if unknown:
+        raise ConfigError(f"unknown StrategyConfig field(s) {unknown}")
+    return replace(cfg, **kw)
+
+
+__all__ = ["ARMS", "EVAL_SPLITS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
+           "policy_stats", "run_strategy_experiment", "with_overrides"]
