@@ -17,7 +17,8 @@ ARMS = ("sft", "grpo", "grpo_count")
 def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
 
-    cfg = _tiny_cfg(tmp_path / "run", strategy_seeds=3, strategy_arms=ARMS, strategy_steps=6)
+    cfg = _tiny_cfg(tmp_path / "run", strategy_seeds=3, strategy_arms=ARMS, strategy_steps=6,
+                    contextual_seeds=2, contextual_steps=3)
     logs: list[str] = []
     summary = sq.run(cfg, log=logs.append)
     out = tmp_path / "run"
@@ -40,6 +41,13 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     hist = block["arms"]["grpo"]["share_history"]
     assert hist["steps"][0] == 0 and hist["steps"][-1] == 6
     assert all(len(v) == len(hist["steps"]) for v in hist["shares"].values())
+    # the organism on the mixed train split: organism.contextual, each arm with routing_share and its Wilson ci
+    ctx = s["organism"]["contextual"]
+    assert ctx["seeds"] == 2 and {"rs_sft", "grpo_majority", "grpo_critique"} <= set(ctx["arms"])
+    for b in ctx["arms"].values():
+        assert len(b["routing_share"]["ci"]) == 2 and "nickname" in b["per_family"]
+        assert b["mi_family_strategy"]["ci"] is not None and b["minority_heldout_success"]["mean"] is not None
+    assert "**Strategy policy on a mixed train split**" in (out / "report.md").read_text()
     # the figures agree with the saved raw result
     assert block["arms"]["grpo"]["train_success"] == saved["result"]["arms"]["grpo"]["train_success"]
 
@@ -56,7 +64,8 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
 
     # --resume reuses the saved result: no new "[0/6] ... arms x" line, same numbers
     mtime = (out / "strategy_policy.json").stat().st_mtime_ns
-    cfg2 = _tiny_cfg(tmp_path / "run", strategy_seeds=3, strategy_arms=ARMS, strategy_steps=6, resume=True)
+    cfg2 = _tiny_cfg(tmp_path / "run", strategy_seeds=3, strategy_arms=ARMS, strategy_steps=6,
+                     contextual_seeds=2, contextual_steps=3, resume=True)
     logs2: list[str] = []
     s2 = sq.run(cfg2, log=logs2.append)
     assert any("strategy policy: reusing" in x for x in logs2), logs2
@@ -64,7 +73,8 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     assert (out / "strategy_policy.json").stat().st_mtime_ns == mtime
     assert s2["strategy_policy"]["arms"] == block["arms"]
     # ... but not when its settings changed
-    cfg3 = _tiny_cfg(tmp_path / "run", strategy_seeds=2, strategy_arms=("grpo",), strategy_steps=2, resume=True)
+    cfg3 = _tiny_cfg(tmp_path / "run", strategy_seeds=2, strategy_arms=("grpo",), strategy_steps=2, resume=True,
+                     contextual_seeds=0)
     logs3: list[str] = []
     s3 = sq.run(cfg3, log=logs3.append)
     assert any("1 arms x 2 seeds" in x for x in logs3), logs3

@@ -84,6 +84,9 @@ class SqueezeConfig:
     strategy_arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov",
                                       "grpo_count", "grpo_darling", "grpo_sft_refresh")
     strategy_steps: int = 60              # its RL steps per arm
+    contextual_seeds: int = 20            # the organism on the mixed train split (organism.py): seeds per arm,
+    #                                       0 disables it (the summary's organism.contextual)
+    contextual_steps: int = 60            # its RL steps per arm
     passk_max: int = 64                   # pass@k up to this k (SFT start vs each arm; 0 disables it) ...
     passk_questions: int = 16             # ... on this many questions of each of passk_splits ...
     passk_splits: tuple[str, ...] = ("test", "shift_strategy")
@@ -101,7 +104,7 @@ class SqueezeConfig:
                        rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
                        eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10,
-                       passk_max=32, passk_questions=6, passk_splits=("test",))
+                       contextual_seeds=10, passk_max=32, passk_questions=6, passk_splits=("test",))
         else:
             base = cls()
         for k, v in overrides.items():
@@ -145,6 +148,9 @@ class SqueezeConfig:
             bad = [a for a in self.strategy_arms if a not in STRATEGY_ARMS]
             if bad or not self.strategy_arms:
                 raise ConfigError(f"--strategy-arms: unknown or no arm(s) {bad}; choose from {list(STRATEGY_ARMS)}")
+            if self.contextual_seeds < 0 or self.contextual_steps < 1:
+                raise ConfigError("contextual_seeds must be >= 0 and contextual_steps >= 1, got "
+                                  f"{self.contextual_seeds}, {self.contextual_steps}")
             if self.strategy_steps < 1:
                 raise ConfigError(f"--strategy-steps must be >= 1, got {self.strategy_steps}")
         if self.passk_max < 0 or self.passk_questions < 1 or self.passk_seeds < 0:

@@ -81,7 +81,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     if out.exists() and not cfg.resume:
         # a fresh run: remove what an older run left (only our own sub-directories and files)
         for name in ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
-                     "report.html", "config.json", "stages.json", "strategy_policy.json"):
+                     "report.html", "config.json", "stages.json", "strategy_policy.json",
+                     "organism_contextual.json"):
             p = out / name
             if p.is_dir():
                 shutil.rmtree(p)
@@ -105,6 +106,9 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     from searchgym.experiments.squeeze.strategy_stage import run_strategy_stage
 
     strategy_res = run_strategy_stage(cfg, out, log)
+    from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage
+
+    contextual_res = run_contextual_stage(cfg, out, log)
     log(f"[1/6] world: {cfg.n_entities} entities, BM25 index")
     t0 = time.time()
     ctx = Context(cfg, log)
@@ -227,6 +231,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     block = strategy_block(strategy_res)
     if block is not None:
         summary["strategy_policy"] = block
+    if contextual_res is not None:
+        summary["organism"] = {"contextual": contextual_res}
     _write_json(out / "summary.json", summary)
     write_report(summary, out)
     summary["wall_s"] = prior_s + time.time() - t_start

@@ -224,9 +224,17 @@ def _strategy_section(summary: dict[str, Any]) -> list[str]:
         return []
     from searchgym.experiments.squeeze.strategy_stage import strategy_findings, strategy_table
 
-    return ["", (f"**Strategy policy** (one heuristic query strategy chosen per question; exact success; "
-                 f"{block['seeds']} seeds per arm, mean ± 95% CI; env preset `{block['preset']}`):"), "",
-            *strategy_table(block), "", *strategy_findings(block)]
+    lines = ["", (f"**Strategy policy** (one heuristic query strategy chosen per question; exact success; "
+                  f"{block['seeds']} seeds per arm, mean ± 95% CI; env preset `{block['preset']}`):"), "",
+             *strategy_table(block), "", *strategy_findings(block)]
+    ctx = (summary.get("organism") or {}).get("contextual")
+    if ctx:
+        from searchgym.experiments.squeeze.organism import contextual_sentences, contextual_table
+
+        lines += ["", ("**Strategy policy on a mixed train split** (a minority family whose best strategy is not the "
+                       "majority's; mean [95% CI] over seeds, routing share with a Wilson CI):"), "",
+                  *contextual_table(ctx), "", *contextual_sentences(ctx)]
+    return lines
 
 
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:

@@ -71,3 +71,15 @@ def passk_crossing(start: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]
             below.append(k)
     return {"start_above": above, "arm_above": below, "first_start_above": above[0] if above else None}
 
+
+
+def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``k / n`` (95% by default); ``(0, 1)`` for ``n = 0``."""
+    if n <= 0:
+        return 0.0, 1.0
+    p = k / n
+    den = 1 + z * z / n
+    mid = (p + z * z / (2 * n)) / den
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / den
+    lo, hi = max(0.0, mid - half), min(1.0, mid + half)
+    return (0.0 if k == 0 else lo), (1.0 if k == n else hi)  # exact ends where rounding would leave 1e-17

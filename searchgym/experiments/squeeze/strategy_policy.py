@@ -25,6 +25,13 @@ grpo_count         GRPO on r + c * min(1, 1/sqrt(N(x, a))) (outcome-based explor
 grpo_darling       DARLING: r * Div, Div = (n - |class|) / (n - 1) floored at 0.1 (class = same strategy),
                    mean-centred advantages (no std), as released
 grpo_sft_refresh   GRPO + ``refresh_steps`` SFT steps on demonstrations every ``refresh_every`` RL steps
+rs_sft             rejection-sampling SFT: sample the policy as GRPO does, cross-entropy on the successful
+                   samples only (the data RL rewards, without RL's negative samples and baselines)
+grpo_majority      positive control: GRPO on a reward that pays only ``majority`` (the best strategy of the
+                   majority families): collapse onto it is known to happen, so the instrument must see it
+grpo_critique      Critique-GRPO: a failed choice gets the env's critique as an input cue (which one: the
+                   question's ``critique`` kind, e.g. "the subject is a nickname never resolved") and one
+                   refinement choice; both enter the group (needs ``Outcomes.critique`` and critique inputs)
 =================  =================================================================================
 
 Caveat: ``random`` draws its words from a seeded RNG; its outcome is the one of seed 0 (so it is treated as
@@ -48,6 +55,9 @@ from searchgym.errors import ConfigError
 
 ARMS = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling",
         "grpo_sft_refresh")
+# Arms of the contextual organism (issue 21 §2, §4, §6), runnable here too:
+EXTRA_ARMS = ("rs_sft", "grpo_majority", "grpo_critique")
+ALL_ARMS = ARMS + EXTRA_ARMS
 REGULARISED = ("grpo_kl", "grpo_ent", "grpo_klcov")  # arms with a term that acts on every sampled choice
 EVAL_SPLITS = ("train", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
 
@@ -93,9 +103,9 @@ class StrategyConfig:
     threads: int = 1                    # torch threads
 
     def check(self) -> None:
-        bad = [a for a in self.arms if a not in ARMS]
+        bad = [a for a in self.arms if a not in ALL_ARMS]
         if bad:
-            raise ConfigError(f"unknown arm(s) {bad}; choose from {list(ARMS)}")
+            raise ConfigError(f"unknown arm(s) {bad}; choose from {list(ALL_ARMS)}")
         if not self.splits or self.splits[0] != "train":
             raise ConfigError(f"splits must start with 'train', got {self.splits}")
         for name in ("seeds", "steps", "prompts_per_step", "num_minibatches", "demo_samples", "sft_steps",
@@ -119,6 +129,8 @@ class Outcomes:
     questions: dict[str, list[str]]      # split -> question texts
     em: dict[str, np.ndarray]            # split -> [n_questions, n_strategies] EM in {0, 1}
     seconds: float = 0.0
+    families: dict[str, list[str]] = field(default_factory=dict)  # split -> question family (metadata)
+    critique: dict[str, list[int]] = field(default_factory=dict)  # split -> critique kind of a failure (index)
 
 
 def _world(cfg: StrategyConfig) -> Any:
@@ -161,6 +173,7 @@ def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = Non
     t0 = time.perf_counter()
     world = _world(cfg)
     questions: dict[str, list[str]] = {}
+    families: dict[str, list[str]] = {}
     em: dict[str, np.ndarray] = {}
     for split in cfg.splits:
         qs = list(world.split(split))
@@ -180,8 +193,9 @@ def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = Non
         if not seen.all():  # pragma: no cover - rollout covers every question once when n == len(split)
             raise RuntimeError(f"outcome table of {split} is incomplete")
         questions[split] = [q.question for q in qs]
+        families[split] = [str(q.metadata.get("family", "?")) for q in qs]
         em[split] = table
-    return Outcomes(strategies, questions, em, time.perf_counter() - t0)
+    return Outcomes(strategies, questions, em, time.perf_counter() - t0, families)
 
 
 @functools.lru_cache(maxsize=4)
@@ -288,6 +302,8 @@ class _Ctx:
     weights: dict[str, float]
     demo_x: Any = None                  # train features repeated per demonstrator sample
     extra: dict[str, Any] = field(default_factory=dict)
+    majority: int = 0                   # grpo_majority: the strategy its reward pays
+    critique: Any = None                # grpo_critique: [n_train] critique-kind column of each train question
 
 
 def _evaluate(ctx: _Ctx, policy: Any, rng_seed: int) -> dict[str, Any]:
@@ -347,6 +363,41 @@ def _shaped_rewards(arm: str, cfg: StrategyConfig, r: np.ndarray, acts: np.ndarr
     return r
 
 
+def _with_refinements(ctx: _Ctx, policy: Any, gen: Any, xb: Any, qidx: np.ndarray, acts_t: Any, old_logp: Any,
+                      rt: Any, G: int, norm_by_std: bool) -> tuple[Any, Any, Any, Any, Any]:
+    """Critique-GRPO's group: every failed first choice gets the env's critique (a one-hot input column, its
+    kind per question in ``ctx.critique``) and one refinement choice from the same policy; first choices and
+    refinements of a question form one group for the advantages. Returns the enlarged batch."""
+    import torch
+
+    if ctx.critique is None:
+        from searchgym.errors import ConfigError
+
+        raise ConfigError("grpo_critique needs critique inputs (the contextual organism provides them)")
+    failed = torch.nonzero(rt == 0, as_tuple=True)[0]
+    xr = xb[failed].clone()
+    xr[torch.arange(len(failed)), torch.from_numpy(ctx.critique[qidx[failed.numpy()]])] = 1.0
+    with torch.no_grad():
+        lr_all = torch.log_softmax(policy(xr), -1)
+        ar = torch.multinomial(lr_all.exp(), 1, generator=gen).squeeze(1) if len(failed) else \
+            torch.zeros(0, dtype=torch.long)
+        olp_r = lr_all.gather(1, ar[:, None]).squeeze(1)
+    rr = torch.tensor(ctx.em["train"][qidx[failed.numpy()], ar.numpy()], dtype=torch.float32)
+    group = torch.cat([torch.arange(len(rt)) // G, failed // G])
+    r_all = torch.cat([rt, rr])
+    adv = torch.zeros_like(r_all)
+    keep = torch.zeros_like(r_all)
+    for g in torch.unique(group):
+        m = group == g
+        rg = r_all[m]
+        a = rg - rg.mean()
+        if norm_by_std:
+            a = a / (rg.std() + 1e-6)
+        adv[m] = a
+        keep[m] = float(rg.std() > 0)
+    return (torch.cat([xb, xr]), torch.cat([acts_t, ar]), torch.cat([old_logp, olp_r]), adv, keep)
+
+
 def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
     """Train a copy of the SFT start with one arm; returns (policy, history, control stats)."""
     import copy
@@ -363,15 +414,15 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
     )
 
     cfg = ctx.cfg
-    torch.manual_seed(seed * 1000 + ARMS.index(arm))
+    torch.manual_seed(seed * 1000 + ALL_ARMS.index(arm))
     policy = copy.deepcopy(start)
     ref = copy.deepcopy(start).requires_grad_(False)
     opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
     x_tr, em_tr = ctx.x["train"], ctx.em["train"]
     n = x_tr.shape[0]
     P, G = cfg.prompts_per_step, cfg.group_size
-    rng = np.random.default_rng([seed, ARMS.index(arm)])
-    gen = torch.Generator().manual_seed(seed * 7919 + ARMS.index(arm))
+    rng = np.random.default_rng([seed, ALL_ARMS.index(arm)])
+    gen = torch.Generator().manual_seed(seed * 7919 + ALL_ARMS.index(arm))
     demo_rng = random.Random(f"demo-arm/{arm}/{seed}")
     counts: dict[tuple[int, int], int] = {}
     history: list[dict[str, Any]] = []
@@ -394,6 +445,16 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
             for k in range(cfg.num_minibatches):
                 _sft_steps(policy, opt, xb[k * mb:(k + 1) * mb], t[k * mb:(k + 1) * mb], 1)
                 n_updates += 1
+        elif arm == "rs_sft":  # SFT on the policy's own successful samples: the data RL rewards
+            with torch.no_grad():
+                acts_t = torch.multinomial(torch.softmax(policy(xb), -1), 1, generator=gen).squeeze(1)
+            ok = torch.from_numpy(em_tr[qidx, acts_t.numpy()] > 0)
+            xs, ts = xb[ok], acts_t[ok]
+            ctl["tokens"] += float(ok.sum())
+            for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
+                if len(tm):
+                    _sft_steps(policy, opt, xm, tm, 1)
+                    n_updates += 1
         else:
             before = Counter(ctl)
             with torch.no_grad():
@@ -402,17 +463,21 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
                 old_logp = torch.log_softmax(old_logits, -1).gather(1, acts_t[:, None]).squeeze(1)
             acts = acts_t.numpy()
             r = em_tr[qidx, acts]
+            if arm == "grpo_majority":  # the positive control: only the majority strategy is paid
+                r = r * (acts == ctx.majority)
             r = _shaped_rewards(arm, cfg, r, acts, qidx, counts)
             rt = torch.tensor(r, dtype=torch.float32)
             adv = grpo_advantages(rt, G, norm_by_std=cfg.norm_adv_by_std and arm != "grpo_darling")
             # zero-advantage groups leave the policy-gradient term only; the regularisers (KL, entropy,
             # KL-Cov's penalty) act on every sampled choice, all-tied groups included
             keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()
+            if arm == "grpo_critique":
+                xb, acts_t, old_logp, adv, keep = _with_refinements(ctx, policy, gen, xb, qidx, acts_t, old_logp,
+                                                                    rt, G, cfg.norm_adv_by_std)
             regularised = arm in REGULARISED
-            perm = torch.randperm(P * G, generator=gen)
-            mb = P * G // cfg.num_minibatches
-            for k in range(cfg.num_minibatches):
-                ix = perm[k * mb:(k + 1) * mb]
+            N = len(acts_t)
+            perm = torch.randperm(N, generator=gen)
+            for ix in torch.tensor_split(perm, cfg.num_minibatches):
                 m = keep[ix][:, None]
                 m_all = torch.ones_like(m)
                 if m.sum() == 0 and not regularised:
@@ -455,7 +520,7 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
     tok = max(ctl["tokens"], 1.0)
-    controls: dict[str, Any] = {"updates": float(n_updates), "clip_fraction": ctl["clipfrac"] / tok,
+    controls: dict[str, Any] = {"updates": float(n_updates),  # rs_sft: "tokens" = successful samples trained on "clip_fraction": ctl["clipfrac"] / tok,
                 "mean_abs_log_ratio": ctl["abs_log_ratio"] / tok, "selected_share": ctl["selected"] / tok}
     if arm in ("grpo_clipcov", "grpo_klcov"):
         controls["acted"] = float(controls["selected_share"] > 0 and controls["mean_abs_log_ratio"] > 1e-4)
@@ -564,5 +629,5 @@ def with_overrides(cfg: StrategyConfig, **kw: Any) -> StrategyConfig:
     return replace(cfg, **kw)
 
 
-__all__ = ["ARMS", "EVAL_SPLITS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
+__all__ = ["ALL_ARMS", "ARMS", "EVAL_SPLITS", "EXTRA_ARMS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
            "policy_stats", "run_strategy_experiment", "with_overrides"]

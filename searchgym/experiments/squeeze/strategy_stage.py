@@ -62,6 +62,48 @@ def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) 
     return res
 
 
+CONTEXTUAL_FILE = "organism_contextual.json"
+
+
+def contextual_config(cfg: Any) -> Any:
+    from searchgym.experiments.squeeze.organism import ContextualConfig
+
+    return ContextualConfig(seeds=cfg.contextual_seeds, steps=cfg.contextual_steps,
+                            base={"world_seed": cfg.world_seed, "n_entities": cfg.n_entities})
+
+
+def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """The organism on the mixed train split (``organism.py``), reused on ``--resume`` when its settings match;
+    None when disabled (``contextual_seeds`` 0 or the strategy stage off)."""
+    from searchgym.experiments.squeeze.organism import run_contextual
+    from searchgym.experiments.squeeze.stages import _write_json
+
+    if cfg.strategy_seeds <= 0 or getattr(cfg, "contextual_seeds", 0) <= 0:
+        return None
+    ccfg = contextual_config(cfg)
+    path = out / CONTEXTUAL_FILE
+    if cfg.resume and path.exists():
+        try:
+            saved = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            saved = None
+        if saved and saved.get("key") == _key(ccfg):
+            log(f"[0/6] organism on the mixed train split: reusing {path}")
+            return saved["result"]
+    log(f"[0/6] organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, {ccfg.steps} steps")
+    t0 = time.time()
+    from searchgym.errors import ConfigError
+
+    try:
+        res = run_contextual(ccfg)
+    except ConfigError as e:  # e.g. a small world without enough nickname questions for the mixed split
+        log(f"      skipped: {e}")
+        return None
+    _write_json(path, {"key": _key(ccfg), "result": res})
+    log(f"      done in {time.time() - t0:.1f}s: {path}")
+    return res
+
+
 def _share_history(hist: list[list[dict[str, Any]]], strategies: list[str]) -> dict[str, Any]:
     """Mean over seeds of the train strategy shares at each recorded step."""
     steps = [h["step"] for h in hist[0]]
