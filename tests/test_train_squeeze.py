@@ -63,6 +63,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     assert len({start_ev[sp]["episodes"] for sp in ("test", *sq.SHIFT_SPLITS)}) == 1
     comp = s["competence"]
     assert comp["gate"] == 0.3 and comp["test_success"] == start_ev["test"]["success"]
+    assert comp["gated_on"] == "wilson_lower_bound" and comp["lower_bound"] <= comp["test_success"]
     assert comp["passed"] == (comp["test_success"] >= 0.3)
     assert s["findings"]["lm_findings_usable"] == comp["passed"]
     if not comp["passed"]:  # a 32-wide LM after 4 SFT steps: the gate fails loudly, the run still finishes
@@ -231,9 +232,10 @@ def test_competence_gate_and_seed_ci():
     from searchgym.experiments.squeeze.summary import _ms, competence
 
     cfg = SqueezeConfig()
-    ok = competence(cfg, {"test": {"success": 0.31}})
-    bad = competence(cfg, {"test": {"success": 0.12}})
-    assert ok == {"test_success": 0.31, "gate": 0.3, "passed": True} and bad["passed"] is False
+    ok = competence(cfg, {"test": {"success": 0.45, "questions": 128}})
+    bad = competence(cfg, {"test": {"success": 0.12, "questions": 128}})
+    assert ok["passed"] is True and ok["test_success"] == 0.45 and ok["gate"] == 0.3 and bad["passed"] is False
+    assert competence(cfg, {"test": {"success": 0.31, "questions": 128}})["passed"] is False  # point >= gate, LB not
     assert competence(cfg, {"train": {"success": 0.9}})["passed"] is False  # no test evaluation: no competence
     assert _gate_warning({"competence": ok}) == [] and "unusable" in _gate_warning({"competence": bad})[0]
     m = _ms([0.1, 0.2, 0.3])
@@ -287,3 +289,25 @@ def test_parallel_arms_give_the_same_results_as_one_process(tmp_path, one_thread
     for a, b in zip(runs[1], runs[2]):
         a.pop("train_time_s"), b.pop("train_time_s")
         assert a == b
+
+
+def test_gate_on_the_wilson_lower_bound_holm_and_equivalence():
+    """Issue 21 §6: 48/128 = 0.375 has a Wilson lower bound of 0.296: the gate (0.3) fails on it; Holm adjusts the
+    per-split comparisons; a null is 'equivalent' only when its CI lies inside the stated margin."""
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.stages import split_seed
+    from searchgym.experiments.squeeze.stats import diff_ci, holm
+    from searchgym.experiments.squeeze.summary import competence
+
+    cfg = SqueezeConfig()
+    assert cfg.eval_shift_questions >= 128 and cfg.eval_questions >= 128
+    c = competence(cfg, {"k": 4, "test": {"success": 48 / 128, "questions": 128}})
+    assert c["lower_bound"] == pytest.approx(0.296, abs=2e-3) and c["passed"] is False
+    assert competence(cfg, {"k": 4, "test": {"success": 0.45, "questions": 128}})["passed"] is True
+    assert holm([0.01, 0.04, 0.03, None]) == pytest.approx([0.03, 0.06, 0.06, None])
+    tight = diff_ci([0.50, 0.51, 0.49, 0.50, 0.505], [0.50, 0.49, 0.51, 0.495, 0.50], margin=0.05)
+    assert tight["verdict"] == "equivalent" and tight["p"] > 0.05
+    wide = diff_ci([0.1, 0.5, 0.3], [0.4, 0.2, 0.3], margin=0.05)
+    assert wide["verdict"] == "inconclusive"
+    # two splits of one size draw different question pools (the seed comes from the name, not the length)
+    assert split_seed("shift_phrasing") != split_seed("shift_strategy")

@@ -72,8 +72,9 @@ class SqueezeConfig:
     kl_cov_ratio: float = 2e-3            # KL-Cov k (released 7B script: k_percent 0.2 = 2e-3)
     clip_cov_ratio: float = 2e-4          # Clip-Cov r (released default)
     ent_coef: float = 0.01                # entropy-bonus arm coefficient
-    eval_questions: int = 32              # train-split questions evaluated per model (RL trains on the whole split)
-    eval_shift_questions: int = 32        # questions per held-out split (test and each shift split)
+    eval_questions: int = 128             # train-split questions evaluated per model (RL trains on the whole split)
+    eval_shift_questions: int = 128       # questions per held-out split (test and each shift split); the gate
+    #                                       reads its Wilson lower bound on these, so >= 128 keeps it informative
     eval_samples: int = 4                 # samples per question (pass@k up to this k; larger k: passk_max)
     eval_temperature: float = 1.0         # sampling temperature for evaluation
     competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM

@@ -164,15 +164,17 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
     passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
 
-    gate = cfg.competence_gate
-    ts = (start_eval.get("test") or {}).get("success")
-    if ts is None or ts < gate:
+    from searchgym.experiments.squeeze.summary import competence
+
+    comp = competence(cfg, start_eval)
+    ts, lb, gate = comp["test_success"], comp["lower_bound"], comp["gate"]
+    if not comp["passed"]:
         bar = "!" * 100
         log(f"{bar}\n COMPETENCE GATE FAILED: the SFT start's success on unseen test questions is "
-            f"{_n(ts)} < {gate}.\n The run goes on, but its LM findings are unusable (marked so in the report)."
-            f"\n{bar}")
+            f"{_n(ts)} (95% Wilson lower bound {_n(lb)}) < {gate}.\n The run goes on, but its LM findings are "
+            f"unusable (marked so in the report).\n{bar}")
     else:
-        log(f"      competence gate passed: test success {_n(ts)} >= {gate}")
+        log(f"      competence gate passed: test success {_n(ts)}, 95% Wilson lower bound {_n(lb)} >= {gate}")
 
     # ---- 5. arms (arm-seed runs are independent: with cfg.jobs > 1 they run in that many worker processes)
     runs = [(arm, s + 1) for arm in cfg.arms for s in range(cfg.seeds)]

@@ -37,7 +37,12 @@ def comparison_lines(summary: dict[str, Any]) -> list[str]:
             if d.get("ci") is None:
                 parts.append(f"{name} {d['diff']:+.3f} (one seed: no interval)")
             else:
-                verdict = "" if d["detectable"] else ", no detectable difference"
+                verdict = ""
+                if not d["detectable"]:
+                    m = d.get("margin")
+                    verdict = ", no detectable difference" + (
+                        "" if m is None else f"; equivalent within ±{m:g}" if d.get("equivalent")
+                        else f"; not shown equivalent within ±{m:g} (inconclusive)")
                 parts.append(f"{name} {d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] "
                              f"(MDE {d['mde']:.3f}{verdict})")
         if parts:
@@ -194,8 +199,9 @@ def _gate_warning(summary: dict[str, Any]) -> list[str]:
     if not comp or comp.get("passed"):
         return []
     return [(f"**COMPETENCE GATE FAILED: the SFT start solves {_f(comp.get('test_success'))} of unseen test "
-             f"questions (gate {comp['gate']}). Every LM finding below is unusable**: the policy is too weak for "
-             "its query strategy to matter."), ""]
+             f"questions (95% Wilson lower bound {_f(comp.get('lower_bound'))}; gate {comp['gate']} on the lower "
+             "bound). Every LM finding below is unusable**: the policy is too weak for its query strategy to "
+             "matter."), ""]
 
 
 def headline_markdown(summary: dict[str, Any]) -> str:

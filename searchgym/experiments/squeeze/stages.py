@@ -168,11 +168,18 @@ def warm_start(ctx: Context, model: Any, tok: Any, sft_dir: Path) -> dict[str, A
     return {**dstats, "steps": len(hist), "final_loss": hist[-1]["losses/sft"], "time_s": time.time() - t0}
 
 
+def split_seed(split: str) -> int:
+    """A stable seed from a split's NAME (CRC-32): two splits of one size must not draw one permutation."""
+    import zlib
+
+    return zlib.crc32(split.encode("utf-8"))
+
+
 def question_pool(ctx: Context, split: str, n: int) -> list[int]:
     """A fixed subset of a split's question indices (the train pool is what the arms train and are evaluated
     on; the shift pools are only evaluated)."""
     exs = ctx.world.split(split)
-    perm = np.random.default_rng([ctx.cfg.world_seed, 99, len(split)]).permutation(len(exs))
+    perm = np.random.default_rng([ctx.cfg.world_seed, 99, split_seed(split)]).permutation(len(exs))
     return [int(i) for i in perm[:min(n, len(exs))]]
 
 
@@ -219,7 +226,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
         nq = min(len(exs), c.eval_questions) if split == "train" else n_heldout
         idx = question_pool(ctx, split, nq)
         envs = ctx.envs(nq * k, split)
-        gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + len(split))
+        gen = torch.Generator(device=c.device).manual_seed(seed * 7919 + split_seed(split))
         pol = LMPolicy(model, tokenizer, temperature=c.eval_temperature, max_new_tokens=c.rl.max_new_tokens,
                        device=c.device, generator=gen)
         eps = sample_questions(ctx, pol, envs, idx, k, name)
@@ -249,6 +256,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
             "diversity": st.compact(),
             "answered": float(np.mean([e.trajectory.prediction is not None for e in eps])),
             "episodes": len(eps),
+            "questions": len(idx),
         }
         for t in (e.trajectory for e in eps):
             t.split = split

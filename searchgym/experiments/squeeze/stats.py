@@ -8,15 +8,29 @@ from typing import Any
 
 import numpy as np
 
+# Equivalence margins: a claimed null ("no difference") must come with a CI inside +- this margin.
+EQUIVALENCE_MARGINS = {"success": 0.05, "entropy": 0.10}
 
-def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float = 0.05) -> dict[str, Any]:
-    """Difference of means ``mean(a) - mean(b)`` over seeds with a 95% Welch interval, and the minimum
-    detectable effect at ``power`` (two-sided ``alpha``); ``detectable`` is False when the interval covers 0.
-    With fewer than 2 seeds on a side there is no interval (None)."""
+
+def margin_for(key: str) -> float:
+    """The stated equivalence margin of a compared figure: success-like 0.05, entropy-like 0.10 nats."""
+    return EQUIVALENCE_MARGINS["entropy" if "entropy" in key else "success"]
+
+
+def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float = 0.05,
+            margin: float | None = None) -> dict[str, Any]:
+    """Difference of means ``mean(a) - mean(b)`` over seeds with a 95% Welch interval, its two-sided p-value,
+    and the minimum detectable effect at ``power`` (two-sided ``alpha``); ``detectable`` is False when the
+    interval covers 0. With ``margin``, ``equivalent`` is True when the interval lies inside ``[-margin,
+    margin]`` (the equivalence test, TOST at the same level), and ``verdict`` is ``difference``,
+    ``equivalent`` or ``inconclusive`` (covers 0 but not inside the margin). Fewer than 2 seeds on a side: no
+    interval (None)."""
     a = [float(x) for x in a if x is not None]
     b = [float(x) for x in b if x is not None]
     out: dict[str, Any] = {"diff": (float(np.mean(a)) - float(np.mean(b))) if a and b else None,
-                           "ci": None, "mde": None, "detectable": None, "n": [len(a), len(b)]}
+                           "ci": None, "mde": None, "detectable": None, "p": None, "n": [len(a), len(b)]}
+    if margin is not None:
+        out.update(margin=margin, equivalent=None, verdict=None)
     if len(a) < 2 or len(b) < 2:
         return out
     from scipy.stats import t
@@ -24,13 +38,31 @@ def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float 
     va, vb = float(np.var(a, ddof=1)) / len(a), float(np.var(b, ddof=1)) / len(b)
     se = math.sqrt(va + vb)
     if se == 0:
-        out.update(ci=[out["diff"], out["diff"]], mde=0.0, detectable=out["diff"] != 0)
-        return out
-    df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
-    h = float(t.ppf(1 - alpha / 2, df)) * se
-    out["ci"] = [out["diff"] - h, out["diff"] + h]
-    out["mde"] = (float(t.ppf(1 - alpha / 2, df)) + float(t.ppf(power, df))) * se
-    out["detectable"] = not (out["ci"][0] <= 0 <= out["ci"][1])
+        out.update(ci=[out["diff"], out["diff"]], mde=0.0, detectable=out["diff"] != 0,
+                   p=0.0 if out["diff"] != 0 else 1.0)
+    else:
+        df = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+        h = float(t.ppf(1 - alpha / 2, df)) * se
+        out["ci"] = [out["diff"] - h, out["diff"] + h]
+        out["mde"] = (float(t.ppf(1 - alpha / 2, df)) + float(t.ppf(power, df))) * se
+        out["detectable"] = not (out["ci"][0] <= 0 <= out["ci"][1])
+        out["p"] = float(2 * t.sf(abs(out["diff"]) / se, df))
+    if margin is not None:
+        out["equivalent"] = bool(-margin < out["ci"][0] and out["ci"][1] < margin)
+        out["verdict"] = "difference" if out["detectable"] else ("equivalent" if out["equivalent"] else
+                                                                  "inconclusive")
+    return out
+
+
+def holm(pvalues: list[float | None]) -> list[float | None]:
+    """Holm-Bonferroni adjusted p-values (step-down; None stays None and does not count)."""
+    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])  # type: ignore
+    m = len(idx)
+    out: list[float | None] = [None] * len(pvalues)
+    run = 0.0
+    for rank, i in enumerate(idx):
+        run = max(run, min(1.0, (m - rank) * float(pvalues[i])))  # type: ignore[arg-type]
+        out[i] = run
     return out
 
 
@@ -40,7 +72,8 @@ COMPARED = (("test_success", "test success"), ("strategy_entropy", "strategy ent
 
 
 def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Every RL arm against continued SFT on the compared figures (and mean shift success), per-seed values."""
+    """Every RL arm against continued SFT on the compared figures and each shift split's success, from per-seed
+    values; each with its equivalence verdict against the stated margin, the shift splits Holm-corrected."""
     if "sft" not in arms:
         return {}
     out: dict[str, dict[str, Any]] = {}
@@ -48,11 +81,17 @@ def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for arm, b in arms.items():
         if arm == "sft":
             continue
-        row = {key: diff_ci((b.get(key) or {}).get("values", []), (sft.get(key) or {}).get("values", []))
+        row = {key: diff_ci((b.get(key) or {}).get("values", []), (sft.get(key) or {}).get("values", []),
+                            margin=margin_for(key))
                for key, _ in COMPARED}
         for split, ms in (b.get("shift") or {}).items():
             row[f"shift:{split}"] = diff_ci(ms.get("values", []), ((sft.get("shift") or {}).get(split) or {})
-                                            .get("values", []))
+                                            .get("values", []), margin=margin_for("success"))
+        # Holm across this arm's per-split comparisons (several shift splits = several tests)
+        keys = [k for k in row if k.startswith("shift:")]
+        for k, p in zip(keys, holm([row[k]["p"] for k in keys])):
+            row[k]["p_holm"] = p
+            row[k]["detectable_holm"] = None if p is None else bool(p < 0.05)
         out[f"{arm}_vs_sft"] = row
     return out
 
@@ -73,7 +112,7 @@ def passk_crossing(start: dict[str, Any], arm: dict[str, Any]) -> dict[str, Any]
 
 
 
-def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+def wilson(k: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
     """Wilson score interval of a proportion ``k / n`` (95% by default); ``(0, 1)`` for ``n = 0``."""
     if n <= 0:
         return 0.0, 1.0

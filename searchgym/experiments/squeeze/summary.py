@@ -128,11 +128,20 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
 
 
 def competence(cfg: Any, start_eval: dict) -> dict[str, Any]:
-    """The competence gate: the SFT start's success on unseen test questions must reach ``cfg.competence_gate``
-    for the LM findings to mean anything (None when the run evaluated no test split)."""
-    ts = (start_eval.get("test") or {}).get("success")
+    """The competence gate: the 95% Wilson LOWER bound of the SFT start's success on unseen test questions must
+    reach ``cfg.competence_gate`` for the LM findings to mean anything (a point estimate of 48/128 = 0.375 has a
+    lower bound of 0.29: it does not pass 0.3). ``n`` is the number of test questions (samples of one question
+    are not independent); ``passed`` is False when the run evaluated no test split."""
+    from searchgym.experiments.squeeze.stats import wilson
+
+    test = start_eval.get("test") or {}
+    ts = test.get("success")
     gate = float(getattr(cfg, "competence_gate", 0.3))
-    return {"test_success": ts, "gate": gate, "passed": bool(ts is not None and ts >= gate)}
+    n = test.get("questions") or (test.get("episodes", 0) // max(1, int(start_eval.get("k") or 1)))
+    ci = list(wilson(float(ts) * n, n)) if ts is not None and n else None
+    lower = ci[0] if ci else None
+    return {"test_success": ts, "gate": gate, "questions": n or None, "ci": ci, "lower_bound": lower,
+            "gated_on": "wilson_lower_bound", "passed": bool(lower is not None and lower >= gate)}
 
 
 def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, list[dict]], *, n_params: int,
