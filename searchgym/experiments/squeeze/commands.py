@@ -23,7 +23,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     def squeeze_cmd(
         quick: bool = typer.Option(False, "--quick", help="The <= 3 minute version (1 seed, 3 arms, small budgets)."),
         out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
-        seeds: int = typer.Option(None, "--seeds", help="Seeds per arm (default 2; --quick: 1)."),
+        seeds: int = typer.Option(None, "--seeds", help="Seeds per LM arm (default 6; --quick: 1)."),
         model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
                                                         "the world)."),
         device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
@@ -48,10 +48,14 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                                         "policy stage (default: all 9)."),
         strategy_steps: int = typer.Option(None, "--strategy-steps", help="RL steps of the strategy-policy "
                                                                           "stage (default 60)."),
-        headline: bool = typer.Option(False, "--headline", help="Only print the README headline markdown from "
-                                                                "OUT/summary.json."),
-        readme: str = typer.Option(None, "--readme", help="Also write the headline into this README, between its "
-                                                          "<!-- HEADLINE --> markers."),
+        headline: bool = typer.Option(False, "--headline", help="Only print the results markdown from "
+                                                                "OUT/summary.json (with --readme: write it)."),
+        readme: str = typer.Option(None, "--readme", help="Also write a <= 8-line summary into this README "
+                                                          "(between its HEADLINE markers) and the full results "
+                                                          "into the docs page (--docs)."),
+        docs: str = typer.Option(None, "--docs", help="The docs page the full results go to, between its "
+                                                      "SQUEEZE-RESULTS markers (default: docs/squeeze.md next "
+                                                      "to the README)."),
     ) -> None:
         """RL vs SFT on the embedded world: do RL arms squeeze the agent's query templates more than SFT?"""
         out = Path(out_)
@@ -70,7 +74,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise typer.Exit(2)
             text = sq.headline(p)
             typer.echo(text)
-            _update_readme(readme, text, console)
+            _update_readme(readme, docs, sq.short_headline(p), text, console)
             return
         try:
             cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
@@ -91,24 +95,56 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             raise typer.Exit(2) from e
         text = sq.headline(summary)
         typer.echo(text)
-        _update_readme(readme, text, console)
+        _update_readme(readme, docs, sq.short_headline(summary), text, console)
 
 
-def _update_readme(readme: str | None, text: str, console: Any) -> None:
+def _update_readme(readme: str | None, docs: str | None, short: str, full: str, console: Any) -> None:
+    """The short summary into the README, the full results into the docs page (both checked before either is
+    written, so a missing marker leaves both files as they were)."""
     if not readme:
         return
     from searchgym.errors import SearchGymError
 
+    page = Path(docs) if docs else Path(readme).parent / "docs" / "squeeze.md"
     try:
-        write_readme_headline(readme, text)
+        _check_markers(Path(readme), README_BEGIN, README_END, legacy="<!-- HEADLINE -->")
+        _check_markers(page, RESULTS_BEGIN, RESULTS_END)
+        write_readme_headline(readme, short)
+        write_between(page, RESULTS_BEGIN, RESULTS_END, full)
     except SearchGymError as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]")
         raise typer.Exit(2) from e
-    console.print(f"headline written into {readme}")
+    console.print(f"summary written into {readme}; full results into {page}")
 
 
 README_BEGIN = "<!-- HEADLINE: written by `searchgym squeeze --readme README.md`; do not edit by hand -->"
 README_END = "<!-- /HEADLINE -->"
+
+
+RESULTS_BEGIN = "<!-- SQUEEZE-RESULTS -->"
+RESULTS_END = "<!-- /SQUEEZE-RESULTS -->"
+
+
+def _check_markers(path: Path, begin: str, end: str, legacy: str | None = None) -> None:
+    from searchgym.errors import ConfigError
+
+    if not path.exists():
+        raise ConfigError(f"{path} does not exist; pass the file to update (--readme / --docs)")
+    text = path.read_text(encoding="utf-8")
+    if not ((begin in text and end in text) or (legacy and legacy in text)):
+        raise ConfigError(f"{path} has no results markers; add a line `{begin}` followed by a line `{end}` where "
+                          "the results go")
+
+
+def write_between(path: str | Path, begin: str, end: str, markdown: str) -> None:
+    """Put ``markdown`` between the ``begin`` and ``end`` marker lines of ``path`` (atomically)."""
+    from searchgym.train.checkpoint import atomic_write_text
+
+    p = Path(path)
+    _check_markers(p, begin, end)
+    head, rest = p.read_text(encoding="utf-8").split(begin, 1)
+    _, tail = rest.split(end, 1)
+    atomic_write_text(p, head + f"{begin}\n{markdown.rstrip()}\n{end}" + tail)
 
 
 def write_readme_headline(readme: str | Path, markdown: str) -> None:

@@ -57,7 +57,7 @@ from searchgym.experiments.squeeze.stages import (
 )
 
 __all__ = ["ARM_LABELS", "SHIFT_SPLITS", "TINY_PROMPT", "Context", "SqueezeConfig", "evaluate", "headline",
-           "make_demos", "question_pool", "run"]
+           "make_demos", "question_pool", "run", "short_headline"]
 
 
 def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -293,14 +293,26 @@ def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], fl
     return ev, time.time() - t0
 
 
+def _load(summary: dict[str, Any] | str | Path) -> dict[str, Any]:
+    if isinstance(summary, dict):
+        return summary
+    p = Path(summary)
+    if p.is_dir():
+        p = p / "summary.json"
+    return dict(json.loads(p.read_text()))
+
+
 def headline(summary: dict[str, Any] | str | Path) -> str:
-    """The README headline (markdown) from a ``summary.json`` (path or dict)."""
+    """The full results block (markdown: tables and findings) from a ``summary.json`` (path or dict); it goes
+    into docs/squeeze.md between the SQUEEZE-RESULTS markers."""
     from searchgym.experiments.squeeze.report import headline_markdown
 
-    if not isinstance(summary, dict):
-        p = Path(summary)
-        if p.is_dir():
-            p = p / "summary.json"
-        summary = json.loads(p.read_text())
-    return headline_markdown(summary)
+    return headline_markdown(_load(summary))
+
+
+def short_headline(summary: dict[str, Any] | str | Path) -> str:
+    """The README's <= 8-line summary from a ``summary.json`` (path or dict)."""
+    from searchgym.experiments.squeeze.report import headline_summary
+
+    return headline_summary(_load(summary))
 

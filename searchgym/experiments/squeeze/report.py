@@ -204,6 +204,72 @@ def _gate_warning(summary: dict[str, Any]) -> list[str]:
              "matter."), ""]
 
 
+def _d(d: dict[str, Any] | None) -> str:
+    """A comparison ``diff [lo, hi]`` with its verdict (difference / equivalent / inconclusive)."""
+    if not d or d.get("diff") is None:
+        return "–"
+    if not d.get("ci"):
+        return f"{d['diff']:+.3f} (one seed)"
+    v = d.get("verdict") or ("difference" if d.get("detectable") else "no detectable difference")
+    return f"{d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] ({v})"
+
+
+def headline_summary(summary: dict[str, Any]) -> str:
+    """The README's short headline (at most 8 lines): the LM's gate and its RL-vs-SFT verdicts, the organism's
+    collapse, what it cost and which remedies kept a mix, each figure with its interval; the full results block
+    (:func:`headline_markdown`) goes to the docs page."""
+    c = summary["config"]
+    cmd = "searchgym squeeze" + (" --quick" if c["quick"] else "")
+    lines = [(f"**The squeeze experiment** (`{cmd}`: {summary['model']}, {c['seeds']} seed(s) per arm, "
+              f"{c['rl']['total_steps']} RL steps; intervals are 95%; full results in "
+              "[docs/squeeze.md](docs/squeeze.md)):")]
+    comp = summary.get("competence") or {}
+    gate = "passed" if comp.get("passed") else "FAILED, so the LM rows below are not findings"
+    lines.append(f"- LM competence gate: test success {_f(comp.get('test_success'))}, Wilson lower bound "
+                 f"{_f(comp.get('lower_bound'))} vs {comp.get('gate')}: {gate}.")
+    g = (summary.get("comparisons") or {}).get("grpo_vs_sft")
+    if g:
+        shifts = {k: v for k, v in g.items() if k.startswith("shift:") and v.get("diff") is not None}
+        worst = min(shifts, key=lambda k: shifts[k]["diff"]) if shifts else None
+        lines.append(f"- LM, GRPO − continued SFT: strategy entropy {_d(g.get('strategy_entropy'))}; test success "
+                     f"{_d(g.get('test_success'))}" + (f"; worst shift split {worst[6:]} {_d(shifts[worst])}, Holm p "
+                                                       f"{_g(shifts[worst].get('p_holm'))}." if worst else "."))
+    sp = summary.get("strategy_policy")
+    if sp and "grpo" in sp["arms"]:
+        st, gr = sp["start"], sp["arms"]["grpo"]
+        ss = "shift_strategy"
+        lines.append(f"- Organism (one strategy per question): GRPO strategy entropy {_ms_ci(st['strategy_entropy'])}"
+                     f" → {_ms_ci(gr['strategy_entropy'])} nats; {ss} success {_ms_ci(st['shift_success'].get(ss))} → "
+                     f"{_ms_ci(gr['shift_success'].get(ss))}.")
+        keep = [a for a in ("grpo_count", "grpo_darling") if a in sp["arms"]]
+        if keep:
+            lines.append("- Remedies that keep a mix: " + "; ".join(
+                f"{a} entropy {_ms_ci(sp['arms'][a]['strategy_entropy'])}, {ss} "
+                f"{_ms_ci(sp['arms'][a]['shift_success'].get(ss))}" for a in keep) + ".")
+    ctx = (summary.get("organism") or {}).get("contextual")
+    if ctx:
+        r = {a: b["routing_share"] for a, b in ctx["arms"].items()}
+        fired = ctx["findings"].get("positive_control_fired")
+        lines.append(f"- Mixed train split ({ctx['split']['minority_share']:.0%} nickname questions only `entity` "
+                     "solves): seeds routing them, " + ", ".join(
+                         f"{a} {v['k']}/{v['n']} [{v['ci'][0]:.2f}, {v['ci'][1]:.2f}]"
+                         for a, v in r.items() if a in ("sft", "rs_sft", "grpo", "grpo_critique", "grpo_darling"))
+                     + f"; positive control {'fired' if fired else 'did NOT fire'}.")
+    return "\n".join(lines[:8]) + "\n"
+
+
+def _ms_ci(d: dict[str, Any] | None) -> str:
+    """``mean ± half`` (strategy-policy form) or ``mean [lo, hi]``."""
+    if not d or d.get("mean") is None:
+        return "–"
+    ci = d.get("ci")
+    if isinstance(ci, (int, float)):
+        return f"{d['mean']:.3f} ± {ci:.3f}"
+    if ci:
+        return f"{d['mean']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]"
+    return f"{d['mean']:.3f}"
+
+
 def headline_markdown(summary: dict[str, Any]) -> str:
     c = summary["config"]
     lines = [
