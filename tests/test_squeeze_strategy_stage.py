@@ -41,6 +41,11 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     hist = block["arms"]["grpo"]["share_history"]
     assert hist["steps"][0] == 0 and hist["steps"][-1] == 6
     assert all(len(v) == len(hist["steps"]) for v in hist["shares"].values())
+    # the world the run used: heuristic EM per split and strategy, and each strategy's share of the SFT demos
+    w = s["world"]
+    assert set(w["em"]) >= {"train", "shift_strategy"} and 0 <= w["em"]["train"]["decompose"] <= 1
+    assert w["em"]["shift_strategy"]["entity"] > w["em"]["shift_strategy"]["decompose"]
+    assert sum(w["demo_share"].values()) == pytest.approx(1.0) and "decompose" in w["demo_share"]
     # the organism on the mixed train split: organism.contextual, each arm with routing_share and its Wilson ci
     ctx = s["organism"]["contextual"]
     assert ctx["seeds"] == 2 and {"rs_sft", "grpo_majority", "grpo_critique"} <= set(ctx["arms"])

@@ -235,6 +235,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         summary["strategy_policy"] = block
     if contextual_res is not None:
         summary["organism"] = {"contextual": contextual_res}
+    summary["world"].update(world_block(strategy_res, stages))
     _write_json(out / "summary.json", summary)
     write_report(summary, out)
     summary["wall_s"] = prior_s + time.time() - t_start
@@ -291,6 +292,22 @@ def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], fl
     t0 = time.time()
     ev = run_arm_seed(_WORKER_CTX, arm, seed, Path(sft_model))
     return ev, time.time() - t0
+
+
+def world_block(strategy_res: dict[str, Any] | None, stages: dict[str, Any]) -> dict[str, Any]:
+    """What the run's world offers its strategies: ``em[SPLIT][STRATEGY]`` (heuristic EM of every strategy on
+    every split under the strategy stage's env preset; absent when that stage is off) and
+    ``demo_share[STRATEGY]`` (share of the SFT demonstrations each strategy produced)."""
+    out: dict[str, Any] = {}
+    if strategy_res is not None:
+        per = strategy_res["per_strategy"]
+        splits = list(next(iter(per.values()))) if per else []
+        out["em"] = {sp: {s: per[s][sp] for s in per} for sp in splits}
+        out["preset"] = strategy_res["config"]["preset"]
+    share = (stages.get("sft") or {}).get("demo_share")
+    if share is not None:
+        out["demo_share"] = share
+    return out
 
 
 def _load(summary: dict[str, Any] | str | Path) -> dict[str, Any]:

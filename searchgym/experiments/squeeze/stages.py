@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -92,8 +92,9 @@ class Context:
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[list[Any], dict[str, float]]:
-    """Diverse-agent demonstrations on every train question, ``passes`` times with different seeds."""
+def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[list[Any], dict[str, Any]]:
+    """Diverse-agent demonstrations on every train question, ``passes`` times with different seeds; the stats
+    include ``demo_share``: the share of the KEPT demonstrations (the SFT data) per heuristic strategy."""
     from searchgym.agents.heuristics import DiverseAgent
     from searchgym.agents.reader import Reader
     from searchgym.train.rollout import AgentPolicy, run_episodes
@@ -101,18 +102,24 @@ def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[li
     train = ctx.world.split("train")
     envs = ctx.envs(len(train))
     episodes = []
+    strategy: list[str] = []
     reader = Reader(ctx.world)
     for p in range(passes):
         agent = DiverseAgent(seed=seed * 1000 + p, think=False, reader=reader, max_searches=ctx.cfg.max_turns)
         eps = run_episodes(AgentPolicy(agent, tokenizer), envs, [None] * len(envs),
                            options=[{"index": i} for i in range(len(envs))], agent_name="diverse")
         episodes.extend(eps)
-    stats = {"demos": len(episodes), "demo_em": float(np.mean([e.em for e in episodes]))}
+        # env i ran one episode this pass; the agent's slot i still holds the strategy it drew for it
+        strategy += [(agent.state(i).strategy.name if agent.state(i) is not None else "?") for i in range(len(eps))]
+    stats: dict[str, Any] = {"demos": len(episodes), "demo_em": float(np.mean([e.em for e in episodes]))}
     if ctx.cfg.demo_success_only:
-        good = [e for e in episodes if e.em > 0]
+        good = [i for i, e in enumerate(episodes) if e.em > 0]
         if len(good) >= 32:
-            episodes = good
+            episodes = [episodes[i] for i in good]
+            strategy = [strategy[i] for i in good]
     stats["demos_kept"] = len(episodes)
+    counts = Counter(strategy)
+    stats["demo_share"] = {s: counts[s] / max(1, len(strategy)) for s in sorted(counts)}
     return episodes, stats
 
 
