@@ -193,6 +193,7 @@ def test_rl_smoke_and_exact_resume(setup, tmp_path, extra):
     for r in full:
         assert all(math.isfinite(v) for v in r.values())
         assert "losses/policy" in r and "charts/reward" in r and "charts/token_entropy" in r
+        assert "charts/forking_share" in r and "charts/token_share_other" in r
     params_full = {k: v.clone() for k, v in model.state_dict().items()}
 
     model2, tok2 = load(setup)

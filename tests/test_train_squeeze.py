@@ -75,6 +75,11 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     head = sq.headline(out)
     assert head.startswith("**RL vs SFT") and "| GRPO |" in head
     _check_readme_writer(tmp_path / "site", out)
+    # the dose: per RL step the KL of the rollouts to the SFT start and the token entropy by segment
+    dose = s["dose"]["grpo"]
+    assert len(dose["steps"]) == 2 and all(k is not None and k >= 0 for k in dose["kl_to_start"])
+    assert "forking_share" in dose and dose["moved"] in (True, False)
+    assert s["dose"]["sft"]["moved"] is None  # continued SFT logs no KL to the start
     assert summary["arms"]["grpo"]["train_success"] == s["arms"]["grpo"]["train_success"]
 
     # --resume: every stage is done, nothing is retrained, the numbers are the same

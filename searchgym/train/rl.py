@@ -81,6 +81,8 @@ class RLArgs:
     ent_coef: float = 0.0               # entropy bonus coefficient (PPO's c2)
     kl_coef: float = 0.0                # KL-to-reference coefficient (0 = no reference model)
     kl_estimator: str = "low_var_kl"    # k1 | k2 | k3 | low_var_kl | abs
+    log_kl_to_start: bool = False       # log charts/kl_to_start (k3 of the rollouts vs the starting policy) in every
+    #                                     arm, not only KL-regularised ones: the RL dose (one extra forward)
     # --- bookkeeping
     checkpoint_every: int = 10          # steps between checkpoints (and always at the end)
     log_every: int = 1                  # steps between console lines
@@ -202,6 +204,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     from searchgym.train import losses as L
     from searchgym.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
     from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
+    from searchgym.train.segments import segment_entropy
     from searchgym.train.value_head import make_value_head, values_from_hidden
 
     args.validate()
@@ -225,7 +228,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
 
     # Reference policy for the KL term: the starting point of this run (saved once, reloaded on resume).
     ref = ref_model
-    if args.kl_coef > 0 and ref is None:
+    if (args.kl_coef > 0 or args.log_kl_to_start) and ref is None:
         ref_dir = out / "ref_model" if out is not None else None
         if resume and ref_dir is not None and ref_dir.exists():
             from transformers import AutoModelForCausalLM
@@ -284,6 +287,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         raw = [float(e.reward) for e in episodes]
         rewards = torch.tensor(shape_rewards(step, episodes, raw) if shape_rewards else raw, dtype=torch.float32)
         seq_adv = compute_advantages(args, rewards)
+        kl_start_sum, kl_start_n = 0.0, 0.0
         tok_adv: list[Any] = []
         tok_ret: list[Any] = []
         old_vals: list[Any] = []
@@ -310,6 +314,10 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
                     tok_adv.append(seq_adv[mb].unsqueeze(1).to(dev) * b["mask"])
                 if ref is not None:
                     ref_lp.append(policy_forward(ref, b, temperature=args.temperature, with_entropy=False)[0])
+                    # the dose: KL(behaviour || start) on the agent's tokens (k3 from the rollout's own samples)
+                    kl_tok = L.kl_penalty(b["old_logp"], ref_lp[-1], "k3") * b["mask"]
+                    kl_start_sum += float(kl_tok.sum())
+                    kl_start_n += float(b["mask"].sum())
         if args.algo == "ppo":  # whiten GAE advantages over the batch's agent tokens
             flat = torch.cat([a[m > 0] for a, m in zip(tok_adv, [collate([episodes[i] for i in mb], pad, dev)["mask"]
                                                                     for mb in micro])])
@@ -324,7 +332,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         informative = np.ones(len(episodes), dtype=bool)
         if seq_adv is not None and args.skip_zero_adv:
             informative = (seq_adv != 0).numpy()
-        regularised = args.ent_coef != 0 or ref is not None or args.policy_loss == "kl_cov"
+        kl_loss = ref is not None and args.kl_coef > 0
+        regularised = args.ent_coef != 0 or kl_loss or args.policy_loss == "kl_cov"
         pool = np.arange(len(episodes)) if regularised else np.flatnonzero(informative)
         perm_rng = np.random.default_rng([args.seed, step, 3])
         cov_gen = _torch_gen(args.seed, step, 2, "cpu")
@@ -349,7 +358,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
                     loss = pg - args.ent_coef * ent_mean
                     st["policy"] = pg.item()
                     st["entropy"] = ent_mean.item()
-                    if ref is not None:
+                    if kl_loss:
                         rl = _gather(ref_lp, micro, chunk, mask.shape[1], dev)
                         kl = L.masked_mean(L.kl_penalty(lp, rl, args.kl_estimator), mask)
                         loss = loss + args.kl_coef * kl
@@ -391,6 +400,9 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         }
         if shape_rewards is not None:
             row["charts/shaped_reward"] = float(rewards.mean())
+        if kl_start_n:
+            row["charts/kl_to_start"] = kl_start_sum / kl_start_n
+        row.update({f"charts/{k}": v for k, v in segment_entropy(episodes, tokenizer).items()})
         if extra_upd:
             row.update(extra_upd)
         for key, vals in stats_acc.items():

@@ -183,7 +183,8 @@ class SqueezeConfig:
 
     def arm_args(self, arm: str, seed: int) -> RLArgs:
         # every RL arm takes the same optimizer steps on the same filtered groups; arms differ in their control
-        base = replace(self.rl, seed=seed, device=self.device, num_minibatches=self.minibatches)
+        base = replace(self.rl, seed=seed, device=self.device, num_minibatches=self.minibatches,
+                       log_kl_to_start=True)  # the dose of every arm: KL of its rollouts to the SFT start
         if arm == "grpo":
             return base
         if arm == "grpo_kl":

@@ -11,24 +11,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.experiments.squeeze.config import SHIFT_SPLITS
-
-
-def _mean_series(series: list[dict[str, list[float]]], key: str) -> tuple[list[int], list[float], list[float],
-                                                                           list[float]]:
-    steps = sorted({s for ser in series for s in ser["step"]})
-    mean, lo, hi = [], [], []
-    for s in steps:
-        vals = [ser[key][ser["step"].index(s)] for ser in series if s in ser["step"]]
-        vals = [v for v in vals if v is not None]
-        if not vals:
-            mean.append(float("nan"))
-            lo.append(float("nan"))
-            hi.append(float("nan"))
-            continue
-        mean.append(float(np.mean(vals)))
-        lo.append(float(np.min(vals)))
-        hi.append(float(np.max(vals)))
-    return steps, mean, lo, hi
+from searchgym.experiments.squeeze.summary import _mean_series
 
 
 def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:

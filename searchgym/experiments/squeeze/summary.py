@@ -41,6 +41,56 @@ def _read_rows(path: Path) -> list[dict]:
     return rows
 
 
+def _mean_series(series: list[dict[str, list[float]]], key: str) -> tuple[list[int], list[float], list[float],
+                                                                           list[float]]:
+    steps = sorted({s for ser in series for s in ser["step"]})
+    mean, lo, hi = [], [], []
+    for s in steps:
+        vals = [ser[key][ser["step"].index(s)] for ser in series if s in ser["step"]]
+        vals = [v for v in vals if v is not None]
+        if not vals:
+            mean.append(float("nan"))
+            lo.append(float("nan"))
+            hi.append(float("nan"))
+            continue
+        mean.append(float(np.mean(vals)))
+        lo.append(float(np.min(vals)))
+        hi.append(float(np.max(vals)))
+    return steps, mean, lo, hi
+
+
+DOSE_KEYS = ("kl_to_start", "token_entropy_reasoning", "token_entropy_query", "token_entropy_answer",
+             "forking_share")
+
+
+def dose_block(arms: dict[str, Any], start: dict[str, Any]) -> dict[str, Any]:
+    """Per arm, the RL dose: per step (mean over seeds) the rollout reward, KL of the rollouts to the SFT start
+    and token entropy by segment (reasoning / query / answer) with the share of forking tokens; the train-success
+    change over the start; and ``moved``: train success +0.15 over the start or final KL to the start >= 0.1
+    (issue 21 §3), None for an arm that logs no KL (continued SFT)."""
+    s0 = (start.get("train_success") or {}).get("mean")
+    out: dict[str, Any] = {}
+    for arm, b in arms.items():
+        series = b.get("series") or []
+        if not series:
+            continue
+        blk: dict[str, Any] = {}
+        for key in ("reward", *DOSE_KEYS):
+            steps, mean, _, _ = _mean_series(series, key)
+            blk["steps"] = steps
+            blk[key] = [None if math.isnan(m) else m for m in mean]  # NaN (not logged) -> None
+        s1 = (b.get("train_success") or {}).get("mean")
+        blk["train_success_change"] = None if s1 is None or s0 is None else s1 - s0
+        kls = [k for k in blk["kl_to_start"] if k is not None]
+        blk["kl_to_start_last"] = kls[-1] if kls else None
+        if blk["kl_to_start_last"] is None:
+            blk["moved"] = None
+        else:
+            blk["moved"] = bool((blk["train_success_change"] or 0) >= 0.15 or blk["kl_to_start_last"] >= 0.1)
+        out[arm] = blk
+    return out
+
+
 def _series(arm_dir: Path, arm: str) -> list[dict[str, list[float]]]:
     """Per seed: step, reward, slot entropy, effective number, token entropy (one point per tracked step)."""
     out = []
@@ -58,6 +108,7 @@ def _series(arm_dir: Path, arm: str) -> list[dict[str, list[float]]]:
             "slot_entropy": [by_step[s].get("diversity/slot/entropy") for s in steps],
             "effective_number": [by_step[s].get("diversity/slot/effective_number") for s in steps],
             "token_entropy": [by_step[s].get("charts/token_entropy") for s in steps],
+            **{k: [by_step[s].get(f"charts/{k}") for s in steps] for k in DOSE_KEYS},
         })
     return out
 
@@ -235,6 +286,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         "comparisons": comparisons(arms),
         **({"passk": pk} if pk else {}),
         "entropy_law": entropy_law_block(cfg, arms),
+        "dose": dose_block(arms, start),
     }
 
 
