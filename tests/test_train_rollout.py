@@ -539,3 +539,33 @@ def test_count_bonus_counts_survive_a_resume(setup, tmp_path):
     resumed, s_res = run(tmp_path / "part", resume=True)
     assert _strip(resumed) == _strip(full)
     assert s_res.state_dict() == s_full.state_dict() and sum(s_full.bonus.counts.values()) == 4 * 6
+
+
+def test_critique_refinements_join_the_group(setup):
+    """Critique-GRPO: every failed episode gets the env's critique and one refinement attempt, posed as the same
+    question with the critique appended; refinements enter the update, first attempts alone are logged."""
+    from searchgym.experiments.squeeze.critique import CRITIQUES, critique_kind, critique_refiner
+    from searchgym.train.rl import train_rl
+
+    world = setup[0]
+    refine = critique_refiner(world.split("train"))
+    seen: list[int] = []
+
+    def spy(step, episodes):
+        plan = refine(step, episodes)
+        seen.append(len(plan))
+        for i, opts in plan:
+            ex = opts["example"]
+            assert episodes[i].em == 0 and "Feedback on an earlier attempt:" in ex.question
+            assert ex.answers == next(q for q in world.split("train") if q.id == ex.id).answers
+            assert critique_kind(episodes[i].trajectory, ex) in CRITIQUES
+        return plan
+
+    model, tok = load(setup)
+    hist = train_rl(model, tok, make_envs(setup, 6), _rl_args(total_steps=1, checkpoint_every=0), questions=_questions(2),
+                    refine=spy)
+    r = hist[0]
+    assert seen[0] > 0 and r["charts/refinements"] == seen[0]
+    assert r["charts/episodes_trained"] <= 6 + seen[0]
+    with pytest.raises(ConfigError):
+        train_rl(model, tok, make_envs(setup, 6), _rl_args(algo="rloo"), questions=_questions(2), refine=spy)

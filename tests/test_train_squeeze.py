@@ -92,9 +92,11 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
 def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
 
-    cfg = _tiny_cfg(tmp_path / "run", arms=("grpo_sft_refresh", "grpo_darling", "grpo_count"), refresh_every=1,
-                    refresh_steps=1)
+    cfg = _tiny_cfg(tmp_path / "run", arms=("grpo_sft_refresh", "grpo_darling", "grpo_count", "grpo_critique"),
+                    refresh_every=1, refresh_steps=1)
     s = sq.run(cfg, log=lambda _: None)
+    crit = s["arms"]["grpo_critique"]["controls"]  # a weak LM fails: its failures get critiques and refinements
+    assert crit["control"] == "critique" and crit["acted"] is True and crit["refinements"] > 0
     ctl = s["arms"]["grpo_sft_refresh"]["controls"]
     assert ctl["control"] == "sft_refresh" and ctl["acted"] is True
     def rows(arm):

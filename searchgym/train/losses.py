@@ -56,6 +56,23 @@ def grpo_advantages(rewards: torch.Tensor, group_size: int, *, norm_by_std: bool
     return a.reshape(-1)
 
 
+def group_advantages(rewards: torch.Tensor, groups: torch.Tensor, *, norm_by_std: bool = True,
+                     eps: float = 1e-6) -> torch.Tensor:
+    """GRPO advantages for groups of any size (``groups[i]``: the group of sample i), e.g. first attempts plus
+    their refinements in Critique-GRPO; a group of one gets advantage 0."""
+    r = rewards.float()
+    out = torch.zeros_like(r)
+    for g in torch.unique(groups):
+        m = groups == g
+        if int(m.sum()) < 2:
+            continue
+        a = r[m] - r[m].mean()
+        if norm_by_std:
+            a = a / (r[m].std() + eps)
+        out[m] = a
+    return out
+
+
 def rloo_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
     """REINFORCE leave-one-out: ``r_i - mean_{j != i} r_j`` = ``n/(n-1) * (r_i - mean)``."""
     g = _groups(rewards, group_size)

@@ -186,6 +186,7 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
              stop_after: int | None = None,
              shape_rewards: Callable[[int, list[Any], list[float]], list[float]] | None = None,
              after_update: Callable[[int, Any, Any], dict[str, float] | None] | None = None,
+             refine: Callable[[int, list[Any]], list[tuple[int, dict]]] | None = None,
              ) -> list[dict[str, float]]:
     """Train ``model`` in place; ``envs`` holds ``prompts_per_step * group_size`` environments.
 
@@ -197,7 +198,10 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     exact resume, or an object with ``state_dict``/``load_state_dict``, which the checkpoint then carries).
     ``after_update(step, model, optimizer)`` runs after each step's policy update, before the
     checkpoint (periodic SFT refresh through the same, checkpointed optimizer); its scalars are logged.
-    Returns the metric rows.
+    ``refine(step, episodes)`` (Critique-GRPO, GRPO only) returns, for some failed episodes, ``(episode index,
+    reset options)`` of one refinement attempt each (the options pose the question with the environment's
+    critique appended); the refinements are rolled out with the same policy and join their question's group,
+    so the group-normalised advantages compare first attempts and refinements. Returns the metric rows.
     """
     import torch
 
@@ -208,6 +212,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     from searchgym.train.value_head import make_value_head, values_from_hidden
 
     args.validate()
+    if refine is not None and (args.algo != "grpo" or shape_rewards is not None):
+        raise ConfigError("refine (Critique-GRPO) needs algo='grpo' and no shape_rewards")
     G, P = args.group_size, args.prompts_per_step
     if len(envs) != P * G:
         raise ConfigError(f"train_rl needs prompts_per_step*group_size = {P * G} envs, got {len(envs)}")
@@ -280,13 +286,28 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         episodes = run_episodes(policy, envs, seeds, options=opts, groups=[i // G for i in range(P * G)],
                                 max_context=args.max_context, max_new_tokens=args.max_new_tokens,
                                 obs_max_words=args.obs_max_words, agent_name=f"rl-{args.algo}", policy_step=step)
+        first = episodes  # the first attempts (logged, tracked); refinements join the update only
+        n_refined = 0
+        if refine is not None:
+            plan = refine(step, episodes)[: len(envs)]
+            if plan:
+                ref_eps = run_episodes(policy, envs[:len(plan)], [None] * len(plan), options=[o for _, o in plan],
+                                       groups=[episodes[i].group for i, _ in plan], max_context=args.max_context,
+                                       max_new_tokens=args.max_new_tokens, obs_max_words=args.obs_max_words,
+                                       agent_name=f"rl-{args.algo}-refine", policy_step=step)
+                episodes = episodes + ref_eps
+                n_refined = len(ref_eps)
         t_roll = time.time() - t0
 
         # ---------------------------------------------------------------- 2. advantages
         t1 = time.time()
-        raw = [float(e.reward) for e in episodes]
-        rewards = torch.tensor(shape_rewards(step, episodes, raw) if shape_rewards else raw, dtype=torch.float32)
-        seq_adv = compute_advantages(args, rewards)
+        raw = [float(e.reward) for e in first]
+        rewards = torch.tensor(shape_rewards(step, first, raw) if shape_rewards else raw, dtype=torch.float32)
+        if n_refined:
+            seq_adv = L.group_advantages(torch.tensor([float(e.reward) for e in episodes]),
+                                         torch.tensor([e.group for e in episodes]), norm_by_std=args.norm_adv_by_std)
+        else:
+            seq_adv = compute_advantages(args, rewards)
         kl_start_sum, kl_start_n = 0.0, 0.0
         tok_adv: list[Any] = []
         tok_ret: list[Any] = []
@@ -380,6 +401,8 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         t_upd = time.time() - t1
 
         # ---------------------------------------------------------------- 4. log
+        refined = episodes[len(first):]
+        episodes = first
         n_tok = [e.num_agent_tokens for e in episodes]
         all_ent = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
         g_rewards = rewards.reshape(P, G) if G > 1 else rewards.reshape(-1, 1)
@@ -400,6 +423,9 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
         }
         if shape_rewards is not None:
             row["charts/shaped_reward"] = float(rewards.mean())
+        if refine is not None:
+            row["charts/refinements"] = float(len(refined))
+            row["charts/refinement_em"] = float(np.mean([e.em for e in refined])) if refined else 0.0
         if kl_start_n:
             row["charts/kl_to_start"] = kl_start_sum / kl_start_n
         row.update({f"charts/{k}": v for k, v in segment_entropy(episodes, tokenizer).items()})

@@ -30,7 +30,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
         arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_kl,grpo_klcov,"
                                                       "grpo_clipcov,grpo_ent,grpo_darling,grpo_count,grpo_sft_refresh,"
-                                                      "rloo,ppo"),
+                                                      "grpo_critique,rloo,ppo"),
         steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
         minibatches: int = typer.Option(None, "--minibatches", help="Optimizer steps (mini-batches) per rollout "
                                                                     "batch in every RL arm (default 4; 1 = the "

@@ -25,6 +25,7 @@ ARM_LABELS = {
     "grpo_darling": "GRPO + DARLING (reward x distinctness)",
     "grpo_sft_refresh": "GRPO + periodic SFT refresh",
     "grpo_count": "GRPO + count bonus (rare templates)",
+    "grpo_critique": "GRPO + critique (Critique-GRPO refinements)",
     "rloo": "RLOO",
     "ppo": "PPO-clip",
 }
@@ -197,6 +198,8 @@ class SqueezeConfig:
         if arm == "grpo_count":  # GRPO's update; the bonus is added in stages.run_rl_arm
             return base
         if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in stages.run_rl_arm
+            return base
+        if arm == "grpo_critique":  # GRPO's update; refinements after the env's critique in stages.run_rl_arm
             return base
         if arm == "grpo_darling":  # reward shaped in stages.run_rl_arm; DARLING's GRPO has no std
             return replace(base, norm_adv_by_std=False)  # normalisation (literature.md §5.1)

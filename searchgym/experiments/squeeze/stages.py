@@ -337,8 +337,13 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     refresh = None
     if arm == "grpo_sft_refresh":
         refresh = sft_refresh(ctx, tok, seed)
+    refine = None
+    if arm == "grpo_critique":
+        from searchgym.experiments.squeeze.critique import critique_refiner
+
+        refine = critique_refiner(ctx.world.split("train"))
     hist = train_rl(model, tok, envs, args, out_dir=out_dir, resume=c.resume, questions=questions,
-                    on_rollouts=on_rollouts, log=log, shape_rewards=shape, after_update=refresh)
+                    on_rollouts=on_rollouts, log=log, shape_rewards=shape, after_update=refresh, refine=refine)
     tracker.close()
     ctx.save_model(model, tok, out_dir / "final_model")
     return hist

@@ -156,7 +156,12 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
         "abs_log_ratio": ratio, "cov_selected_share": share, "kl_coef": a.kl_coef, "kl_ref": kl,
         "ent_coef": a.ent_coef, "steps_logged": len(rows),
     }
-    if arm == "grpo_sft_refresh":  # acted when SFT refresh steps were taken
+    if arm == "grpo_critique":  # acted when failed episodes got a critique and a refinement attempt
+        out["control"] = "critique"
+        out["refinements"] = _col_mean(rows, "charts/refinements")
+        out["refinement_em"] = _col_mean(rows, "charts/refinement_em")
+        out["acted"] = bool((out["refinements"] or 0) > 0)
+    elif arm == "grpo_sft_refresh":  # acted when SFT refresh steps were taken
         out["control"] = "sft_refresh"
         out["acted"] = any(r.get("losses/sft_refresh") is not None for r in rows)
     elif arm in ("grpo_darling", "grpo_count"):  # acted when the shaping changed some step's rewards
