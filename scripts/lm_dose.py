@@ -1,0 +1,123 @@
+"""The RL dose that moves the LM (issue 21 §3): GRPO from one SFT start at several learning rates, per step.
+
+For each learning rate, GRPO (the squeeze experiment's `grpo` arm: same rollouts, minibatches and filter) runs
+``--steps`` steps from the same SFT start, logging per step the rollout reward, the KL of the rollouts to the
+start (k3 on the agent's tokens), token entropy by segment (reasoning / query / answer) and the share of forking
+tokens; before and after, success on a fixed pool of train questions. A learning rate *moves* the LM when train
+success rises by >= 0.15 over the start or the final KL to the start is >= 0.1; the smallest such is the dose.
+
+    python scripts/lm_dose.py --start runs/squeeze/sft/model            # a finished squeeze run's SFT start
+    python scripts/lm_dose.py --quick                                   # builds a --quick SFT start first
+    nice -n 10 python scripts/lm_dose.py --start ... --lrs 3e-4,5e-4,1e-3 --steps 40
+
+Prints one table per learning rate and a summary line; ``--json FILE`` keeps everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+KEYS = ("charts/reward", "charts/kl_to_start", "charts/token_entropy_reasoning", "charts/token_entropy_query",
+        "charts/token_entropy_answer", "charts/forking_share")
+
+
+def pool_success(ctx: Any, model_dir: Path, questions: int, samples: int, seed: int = 0) -> float:
+    import torch
+
+    from searchgym.experiments.squeeze.stages import question_pool, sample_questions
+    from searchgym.train.rollout import LMPolicy
+    from searchgym.train.tiny_lm import load_lm
+
+    model, tok = load_lm(model_dir, device=ctx.cfg.device)
+    idx = question_pool(ctx, "train", questions)
+    pol = LMPolicy(model, tok, temperature=ctx.cfg.eval_temperature, max_new_tokens=ctx.cfg.rl.max_new_tokens,
+                   device=ctx.cfg.device, generator=torch.Generator().manual_seed(seed))
+    eps = sample_questions(ctx, pol, ctx.envs(len(idx) * samples), idx, samples, "dose-eval")
+    return float(np.mean([e.em for e in eps]))
+
+
+def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 64,
+               samples: int = 2) -> dict[str, Any]:
+    """GRPO at each learning rate from ``start``; returns per lr the per-step rows and the move criterion."""
+    from searchgym.experiments.squeeze.stages import run_rl_arm
+
+    cfg = ctx.cfg
+    s0 = pool_success(ctx, start, questions, samples)
+    res: dict[str, Any] = {"start_success": s0, "steps": steps, "questions": questions, "samples": samples,
+                           "lrs": {}}
+    for lr in lrs:
+        cfg.rl = replace(cfg.rl, learning_rate=lr, total_steps=steps)
+        d = out / f"lr{lr:g}"
+        t0 = time.time()
+        hist = run_rl_arm(ctx, "grpo", 1, start, d)
+        s1 = pool_success(ctx, d / "final_model", questions, samples)
+        rows = [{"step": int(r["step"]), **{k.split("/")[1]: r.get(k) for k in KEYS}} for r in hist]
+        kl_last = next((r["kl_to_start"] for r in reversed(rows) if r["kl_to_start"] is not None), None)
+        res["lrs"][f"{lr:g}"] = {"rows": rows, "success": s1, "success_change": s1 - s0, "kl_last": kl_last,
+                                 "moved": bool(s1 - s0 >= 0.15 or (kl_last or 0) >= 0.1),
+                                 "seconds": time.time() - t0}
+    moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
+    res["dose_lr"] = min(moved) if moved else None
+    return res
+
+
+def _f(v: Any) -> str:
+    return "–" if v is None else f"{v:.3f}"
+
+
+def main() -> None:
+    from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
+    from searchgym.experiments.squeeze.stages import Context, pretrain_stage, warm_start
+    from searchgym.train.tiny_lm import create_tiny_lm, world_texts
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--start", default=None, help="an SFT start (model directory); default: build one")
+    ap.add_argument("--quick", action="store_true", help="build the --quick recipe's start (minutes)")
+    ap.add_argument("--lrs", default="3e-4,5e-4,1e-3")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--questions", type=int, default=64, help="train-pool questions of the success figure")
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="runs/dose")
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args()
+
+    import torch
+
+    torch.set_num_threads(a.threads)
+    out = Path(a.out)
+    cfg = SqueezeConfig.preset(a.quick, out=str(out), strategy_seeds=0)
+    ctx = Context(cfg, print)
+    start = Path(a.start) if a.start else out / "sft" / "model"
+    if not (start / "config.json").exists():
+        model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), out / "base_model", cfg.tiny,
+                                    seed=cfg.world_seed)
+        ctx.write_meta(out / "base_model")
+        if cfg.pretrain.max_steps:
+            pretrain_stage(ctx, model, tok, out / "pretrain")
+        warm_start(ctx, model, tok, out / "sft")
+    res = dose_sweep(ctx, start, [float(x) for x in a.lrs.split(",")], a.steps, out, questions=a.questions,
+                     samples=a.samples)
+    print(f"\nSFT start: train-pool success {res['start_success']:.3f} ({a.questions} questions x {a.samples})")
+    for lr, v in res["lrs"].items():
+        print(f"\nlr {lr}: success {v['success']:.3f} ({v['success_change']:+.3f}), final KL to start "
+              f"{_f(v['kl_last'])}, moved: {v['moved']} ({v['seconds']:.0f} s)\n")
+        print("| step | reward | KL to start | H reasoning | H query | H answer | forking share |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for r in v["rows"]:
+            print(f"| {r['step']} | {_f(r['reward'])} | {_f(r['kl_to_start'])} | {_f(r['token_entropy_reasoning'])} "
+                  f"| {_f(r['token_entropy_query'])} | {_f(r['token_entropy_answer'])} | {_f(r['forking_share'])} |")
+    print(f"\ndose (smallest lr that moves the LM): {res['dose_lr']}")
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()

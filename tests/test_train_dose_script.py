@@ -1,0 +1,37 @@
+"""scripts/lm_dose.py's sweep on a tiny start: per lr, per-step KL to the start and segment entropies, and the
+move criterion (issue 21 §3). The real sweep runs from a squeeze run's SFT start (minutes to hours)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+
+def test_dose_sweep_on_a_tiny_start(tmp_path, one_thread):
+    from test_train_squeeze import _tiny_cfg
+
+    from searchgym.experiments.squeeze.config import TINY_PROMPT
+    from searchgym.experiments.squeeze.stages import Context, warm_start
+    from searchgym.train.tiny_lm import create_tiny_lm, world_texts
+
+    spec = importlib.util.spec_from_file_location("lm_dose", Path(__file__).parents[1] / "scripts" / "lm_dose.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    cfg = _tiny_cfg(tmp_path)
+    ctx = Context(cfg, lambda s: None)
+    model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp_path / "base", cfg.tiny, seed=0)
+    ctx.write_meta(tmp_path / "base")
+    warm_start(ctx, model, tok, tmp_path / "sft")
+    res = mod.dose_sweep(ctx, tmp_path / "sft" / "model", [1e-4, 3e-2], 2, tmp_path, questions=2, samples=1)
+    assert set(res["lrs"]) == {"0.0001", "0.03"}
+    for v in res["lrs"].values():
+        assert [r["step"] for r in v["rows"]] == [1, 2]
+        assert all(r["kl_to_start"] is not None and r["kl_to_start"] >= -1e-6 for r in v["rows"])
+        assert "forking_share" in v["rows"][0] and "token_entropy_answer" in v["rows"][0]
+        assert v["moved"] == (v["success_change"] >= 0.15 or v["kl_last"] >= 0.1)
+    assert res["dose_lr"] in (None, 1e-4, 3e-2)
+    assert (tmp_path / "lr0.03" / "final_model" / "config.json").exists()
