@@ -18,7 +18,7 @@ from searchgym.experiments.squeeze.strategy_policy import ARMS, StrategyConfig, 
 
 
 def _f(d: dict) -> str:
-    return f"{d['mean']:.3f} ± {d['ci']:.3f}"
+    return f"{d['mean']:.3f} [{d['ci'][0]:.3f}, {d['ci'][1]:.3f}]"
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
     print("| oracle (best per question) | – | " + " | ".join(f"{res['oracle'][sp]:.3f}" for sp in splits) + " |")
     shift = [s for s in splits if s.startswith("shift_")]
     print(f"\nArms: {cfg.seeds} seeds each, {cfg.steps} steps of {cfg.prompts_per_step}x{cfg.group_size} choices, "
-          f"{cfg.num_minibatches} minibatch updates per batch; mean ± 95% CI over seeds; wall {wall:.0f} s\n")
+          f"{cfg.num_minibatches} minibatch updates per batch; mean [95% CI] over seeds; wall {wall:.0f} s\n")
     print("| arm | strategy entropy | marginal entropy | train success | test success | "
           + " | ".join(shift) + " |")
     print("|---|---:|---:|---:|---:|" + "---:|" * len(shift))

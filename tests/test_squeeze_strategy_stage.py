@@ -34,9 +34,10 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     assert block["seeds"] == 3 and set(block["arms"]) == set(ARMS)
     for b in [block["start"], *block["arms"].values()]:
         for key in ("strategy_entropy", "train_success", "test_success"):
-            assert set(b[key]) == {"mean", "ci"} and 0 <= b[key]["mean"] <= (1 if "success" in key else 3)
+            assert set(b[key]) == {"mean", "ci", "half"} and 0 <= b[key]["mean"] <= (1 if "success" in key else 3)
         assert set(b["shift_success"]) == {"shift_phrasing", "shift_family", "shift_type", "shift_strategy"}
-        assert b["shift_success"]["shift_strategy"]["ci"] >= 0
+        lo, hi = b["shift_success"]["shift_strategy"]["ci"]  # the LM arms' [lo, hi] form
+        assert lo <= b["shift_success"]["shift_strategy"]["mean"] <= hi
         assert sum(b["shares"].values()) == pytest.approx(1.0, abs=1e-3)
     hist = block["arms"]["grpo"]["share_history"]
     assert hist["steps"][0] == 0 and hist["steps"][-1] == 6

@@ -78,7 +78,7 @@ def test_every_arm_runs_and_reports_ci(outcomes):
     assert set(res["arms"]) == set(ARMS)
     for a in res["arms"].values():
         assert a["seeds"] == 2 and set(a["shift_success"]) == {"shift_strategy"}
-        assert 0.0 <= a["train_success"]["mean"] <= 1.0 and a["strategy_entropy"]["ci"] >= 0.0
+        assert 0.0 <= a["train_success"]["mean"] <= 1.0 and a["strategy_entropy"]["ci"][0] <= a["strategy_entropy"]["mean"] <= a["strategy_entropy"]["ci"][1]
     assert "acted" in res["arms"]["grpo_klcov"]["controls"]
     steps = res["arms"]["grpo_klcov"]["control_steps"][0]
     assert [s["step"] for s in steps] == [1, 2, 3, 4]
@@ -86,9 +86,11 @@ def test_every_arm_runs_and_reports_ci(outcomes):
 
 
 def test_mean_ci():
-    assert mean_ci([1.0]) == {"mean": 1.0, "ci": 0.0}
+    assert mean_ci([1.0]) == {"mean": 1.0, "ci": [1.0, 1.0], "half": 0.0}
     m = mean_ci([0.0, 1.0, 2.0])
-    assert m["mean"] == 1.0 and m["ci"] == pytest.approx(4.303 * 1.0 / 3 ** 0.5, rel=1e-3)
+    h = 4.303 * 1.0 / 3 ** 0.5
+    assert m["mean"] == 1.0 and m["half"] == pytest.approx(h, rel=1e-3)
+    assert m["ci"] == pytest.approx([1.0 - h, 1.0 + h], rel=1e-3)
 
 
 @pytest.mark.parametrize("kw", [{"arms": ("nope",)}, {"group_size": 1}, {"splits": ("test",)}, {"seeds": 0},

@@ -297,7 +297,7 @@ def _strategy_section(summary: dict[str, Any]) -> list[str]:
     from searchgym.experiments.squeeze.strategy_stage import strategy_findings, strategy_table
 
     lines = ["", (f"**Strategy policy** (one heuristic query strategy chosen per question; exact success; "
-                  f"{block['seeds']} seeds per arm, mean ± 95% CI; env preset `{block['preset']}`):"), "",
+                  f"{block['seeds']} seeds per arm, mean [95% CI]; env preset `{block['preset']}`):"), "",
              *strategy_table(block), "", *strategy_findings(block)]
     ctx = (summary.get("organism") or {}).get("contextual")
     if ctx:

@@ -532,15 +532,17 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
 # Statistics and the experiment
 
 
-def mean_ci(xs: Sequence[float]) -> dict[str, float]:
-    """Mean and the half-width of its 95% t-interval (0 for one value)."""
+def mean_ci(xs: Sequence[float]) -> dict[str, Any]:
+    """Mean, its 95% t-interval ``ci: [lo, hi]`` over seeds (the LM arms' form) and the interval's half-width
+    ``half`` (a zero-width interval for one value)."""
     a = np.asarray(xs, dtype=np.float64)
-    if len(a) < 2:
-        return {"mean": float(a.mean()) if len(a) else float("nan"), "ci": 0.0}
-    from scipy import stats
+    m = float(a.mean()) if len(a) else float("nan")
+    half = 0.0
+    if len(a) >= 2:
+        from scipy import stats
 
-    half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
-    return {"mean": float(a.mean()), "ci": half}
+        half = float(stats.t.ppf(0.975, len(a) - 1) * a.std(ddof=1) / math.sqrt(len(a)))
+    return {"mean": m, "ci": [m - half, m + half], "half": half}
 
 
 def _summary(evals: list[dict[str, Any]], splits: Sequence[str], strategies: Sequence[str]) -> dict[str, Any]:

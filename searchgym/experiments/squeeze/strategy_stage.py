@@ -28,10 +28,14 @@ def strategy_config(cfg: Any) -> Any:
                           arms=tuple(cfg.strategy_arms), steps=cfg.strategy_steps)
 
 
+RESULT_FORMAT = 2  # 2: every ``ci`` is the interval [lo, hi] (1: its half-width); a saved result of another
+#                    format is recomputed on --resume
+
+
 def _key(scfg: Any) -> dict[str, Any]:
     from dataclasses import asdict
 
-    return json.loads(json.dumps(asdict(scfg)))  # tuples -> lists, as read back from the file
+    return {**json.loads(json.dumps(asdict(scfg))), "format": RESULT_FORMAT}  # tuples -> lists, as read back
 
 
 def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
@@ -135,7 +139,7 @@ def strategy_block(res: dict[str, Any] | None) -> dict[str, Any] | None:
 def _ci(d: dict[str, Any] | None) -> str:
     if not d or d.get("mean") is None or (isinstance(d["mean"], float) and math.isnan(d["mean"])):
         return "–"
-    return f"{d['mean']:.3f} ± {d['ci']:.3f}"
+    return f"{d['mean']:.3f} [{d['ci'][0]:.3f}, {d['ci'][1]:.3f}]"
 
 
 def _label(arm: str) -> str:
@@ -145,7 +149,7 @@ def _label(arm: str) -> str:
 
 
 def strategy_table(block: dict[str, Any]) -> list[str]:
-    """Markdown: arm, strategy entropy, train / test / shift_strategy success (mean ± 95% CI over seeds)."""
+    """Markdown: arm, strategy entropy, train / test / shift_strategy success (mean [95% CI] over seeds)."""
     head = ["arm", "strategy entropy (nats)", "train success", "test success", "shift_strategy success"]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for name, b in [("SFT start", block["start"]), *((_label(a), b) for a, b in block["arms"].items())]:
@@ -156,9 +160,9 @@ def strategy_table(block: dict[str, Any]) -> list[str]:
 
 def _below(a: dict[str, Any], b: dict[str, Any]) -> str:
     """'below' / 'above' when the two 95% CIs do not overlap, else 'overlapping'."""
-    if a["mean"] + a["ci"] < b["mean"] - b["ci"]:
+    if a["ci"][1] < b["ci"][0]:
         return "below"
-    if a["mean"] - a["ci"] > b["mean"] + b["ci"]:
+    if a["ci"][0] > b["ci"][1]:
         return "above"
     return "overlapping"
 
@@ -251,7 +255,7 @@ def strategy_plots(block: dict[str, Any], plots: Path, save: Callable[[Any, str,
     for i, (name, b) in enumerate(entries):
         xs = [j + (i - (len(entries) - 1) / 2) * w for j in range(len(splits))]
         ms = [get(b, sp)["mean"] for sp in splits]
-        ci = [get(b, sp)["ci"] for sp in splits]
+        ci = [get(b, sp)["half"] for sp in splits]
         ax.bar(xs, ms, w, yerr=ci, capsize=1.5, color="black" if i == 0 else acmap((i - 1) % 10), label=name,
                error_kw={"elinewidth": 0.8})
     ax.set_xticks(range(len(splits)))
