@@ -38,6 +38,17 @@ def _key(scfg: Any) -> dict[str, Any]:
     return {**json.loads(json.dumps(asdict(scfg))), "format": RESULT_FORMAT}  # tuples -> lists, as read back
 
 
+def _saved(path: Path, stage_cfg: Any) -> dict[str, Any] | None:
+    """The result saved at ``path`` when it was computed with the same settings (and result format), else None."""
+    if not path.exists():
+        return None
+    try:
+        saved = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return saved["result"] if isinstance(saved, dict) and saved.get("key") == _key(stage_cfg) else None
+
+
 def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Run (or, on ``--resume`` with the same settings, reuse) the strategy-policy experiment; None if disabled."""
     from searchgym.experiments.squeeze.stages import _write_json
@@ -47,14 +58,10 @@ def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) 
         return None
     scfg = strategy_config(cfg)
     path = out / FILE
-    if cfg.resume and path.exists():
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            saved = None
-        if saved and saved.get("key") == _key(scfg):
-            log(f"[0/6] strategy policy: reusing {path} ({saved['result']['seeds']} seeds)")
-            return saved["result"]
+    saved = _saved(path, scfg) if cfg.resume else None
+    if saved is not None:
+        log(f"[0/6] strategy policy: reusing {path} ({saved['seeds']} seeds)")
+        return saved
     log(f"[0/6] strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
         f"(preset {scfg.preset!r})")
     t0 = time.time()
@@ -86,14 +93,10 @@ def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print
         return None
     ccfg = contextual_config(cfg)
     path = out / CONTEXTUAL_FILE
-    if cfg.resume and path.exists():
-        try:
-            saved = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            saved = None
-        if saved and saved.get("key") == _key(ccfg):
-            log(f"[0/6] organism on the mixed train split: reusing {path}")
-            return saved["result"]
+    saved = _saved(path, ccfg) if cfg.resume else None
+    if saved is not None:
+        log(f"[0/6] organism on the mixed train split: reusing {path}")
+        return saved
     log(f"[0/6] organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, {ccfg.steps} steps")
     t0 = time.time()
     from searchgym.errors import ConfigError
