@@ -57,6 +57,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
         # the summary contract: strategy entropy (strategy classes) with mean and CI, the malformed share
         # (a 32-wide LM after 4 SFT steps may not search at all: then there is no strategy to measure)
         assert {"mean", "ci"} <= set(b["strategy_entropy"]) and {"mean", "ci"} <= set(b["malformed_share"])
+        assert {"mean", "ci"} <= set(b["strategy_entropy_rarefied"]) and "strategy_entropy_per_question" in b
         assert b["strategy_entropy"]["mean"] is None or b["strategy_entropy"]["mean"] >= 0.0
     # the held-out splits are evaluated at one equal number of episodes each
     start_ev = json.loads((out / "start_eval" / "eval.json").read_text())

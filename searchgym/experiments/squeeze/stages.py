@@ -208,6 +208,40 @@ def sample_questions(ctx: Context, policy: Any, envs: list[Any], questions: list
                         max_new_tokens=c.rl.max_new_tokens, agent_name=name)
 
 
+RAREFY_N = 128  # queries behind the rarefied plug-in strategy entropy: one n for every arm and split
+
+
+def strategy_entropies(episodes: list[Any], groups: list[int], templater: Any, *, seed: int,
+                       n: int = RAREFY_N, draws: int = 50) -> dict[str, Any]:
+    """The two strategy-entropy quantities under distinct names (issue 21 §6), from the analysis core's
+    per-query strategy classes: ``strategy_entropy_rarefied`` (plug-in entropy of the classes pooled over
+    episodes, rarefied: the mean over ``draws`` subsamples of ``n`` queries without replacement, so arms whose
+    episodes issue different numbers of queries compare) and ``strategy_entropy_per_question`` (the plug-in
+    entropy of each question's own samples' classes, averaged over questions)."""
+    from searchgym.diversity.core import label_episodes
+
+    lab = label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
+    labels = np.asarray(lab.strategy)
+
+    def h(xs: np.ndarray) -> float:
+        _, c = np.unique(xs, return_counts=True)
+        p = c / c.sum()
+        return float(-(p * np.log(p)).sum())
+
+    out: dict[str, Any] = {"strategy_entropy_rarefied": None, "strategy_entropy_per_question": None,
+                           "rarefy_n": n}
+    if len(labels) >= n:
+        rng = np.random.default_rng([seed, n, 5])
+        out["strategy_entropy_rarefied"] = float(np.mean([h(rng.choice(labels, n, replace=False))
+                                                          for _ in range(draws)]))
+    by_q: dict[int, list[str]] = defaultdict(list)
+    for q, e in zip(lab.strategy, lab.ep_of):
+        by_q[groups[e]].append(q)
+    if by_q:
+        out["strategy_entropy_per_question"] = float(np.mean([h(np.asarray(v)) for v in by_q.values()]))
+    return out
+
+
 def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
              out_dir: Path | None = None) -> dict[str, Any]:
     """Sample ``eval_samples`` episodes per question on the train split (a fixed subset), the unseen test
@@ -249,6 +283,8 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
                               token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm],
                               rewards=[e.reward for e in eps])
         slot, string = st.levels.get("slot"), st.levels.get("string")
+        ent2 = strategy_entropies([episode_from_trajectory(e.trajectory) for e in eps], [e.group for e in eps],
+                                  templater, seed=seed)
         res[split] = {
             "success": float(np.mean([e.em for e in eps])),
             "f1": float(np.mean([e.f1 for e in eps])),
@@ -261,6 +297,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
             "queries_per_episode": st.process.queries_per_episode,
             "token_entropy": st.policy.get("token_entropy_mean"),
             "diversity": st.compact(),
+            **ent2,
             "answered": float(np.mean([e.trajectory.prediction is not None for e in eps])),
             "episodes": len(eps),
             "questions": len(idx),

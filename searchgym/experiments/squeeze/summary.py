@@ -219,6 +219,10 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
             "slot_mi_question": _ms([_div(e["train"], "levels", "slot", "mi_question") for e in evs]),
             # the strategy classes' entropy (strategy.py: copy-question, entity-lookup, ...) on the train pool
             "strategy_entropy": _ms([_div(e["train"], "strategy", "entropy") for e in evs]),
+            # the same classes, two more quantities under distinct names: pooled plug-in rarefied to one n of
+            # queries, and the mean over questions of each question's own samples' entropy
+            "strategy_entropy_rarefied": _ms([e["train"].get("strategy_entropy_rarefied") for e in evs]),
+            "strategy_entropy_per_question": _ms([e["train"].get("strategy_entropy_per_question") for e in evs]),
             "malformed_share": _ms([_div(e["train"], "malformed_share") for e in evs]),
             "token_entropy": _ms([e["train"]["token_entropy"] for e in evs]),
             "queries_per_episode": _ms([e["train"]["queries_per_episode"] for e in evs]),
