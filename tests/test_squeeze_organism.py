@@ -69,8 +69,14 @@ def test_positive_control_fires_and_every_figure_has_a_ci(result):
 
 
 def test_unknown_arm_is_a_config_error():
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+
     with pytest.raises(ConfigError):
         ContextualConfig(arms=("grpo", "nope")).check()
+    with pytest.raises(ConfigError):
+        SqueezeConfig(contextual_arms=("grpo", "nope")).validate()
+    quick = SqueezeConfig.preset(True)  # make demo: a 5-arm mixed-split stage, positive control included
+    assert "grpo_majority" in quick.contextual_arms and quick.contextual_seeds >= 10
 
 
 def test_measure_mutual_information_is_exact():

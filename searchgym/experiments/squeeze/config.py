@@ -89,6 +89,7 @@ class SqueezeConfig:
     contextual_seeds: int = 20            # the organism on the mixed train split (organism.py): seeds per arm,
     #                                       0 disables it (the summary's organism.contextual)
     contextual_steps: int = 60            # its RL steps per arm
+    contextual_arms: tuple[str, ...] | None = None  # its arms (None: all of organism.DEFAULT_ARMS)
     passk_max: int = 64                   # pass@k up to this k (SFT start vs each arm; 0 disables it) ...
     passk_questions: int = 16             # ... on this many questions of each of passk_splits ...
     passk_splits: tuple[str, ...] = ("test", "shift_strategy")
@@ -106,7 +107,8 @@ class SqueezeConfig:
                        rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
                        eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10,
-                       contextual_seeds=10, passk_max=32, passk_questions=6, passk_splits=("test",))
+                       contextual_seeds=10, contextual_steps=30,
+                       contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=32, passk_questions=6, passk_splits=("test",))
         else:
             base = cls()
         for k, v in overrides.items():
@@ -153,6 +155,11 @@ class SqueezeConfig:
             if self.contextual_seeds < 0 or self.contextual_steps < 1:
                 raise ConfigError("contextual_seeds must be >= 0 and contextual_steps >= 1, got "
                                   f"{self.contextual_seeds}, {self.contextual_steps}")
+            from searchgym.experiments.squeeze.strategy_policy import ALL_ARMS
+
+            bad = [a for a in (self.contextual_arms or ()) if a not in ALL_ARMS]
+            if bad:
+                raise ConfigError(f"contextual_arms: unknown arm(s) {bad}; choose from {list(ALL_ARMS)}")
             if self.strategy_steps < 1:
                 raise ConfigError(f"--strategy-steps must be >= 1, got {self.strategy_steps}")
         if self.passk_max < 0 or self.passk_questions < 1 or self.passk_seeds < 0:

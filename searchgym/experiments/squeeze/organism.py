@@ -64,8 +64,8 @@ class ContextualConfig:
     base: dict[str, Any] = field(default_factory=dict)  # StrategyConfig overrides (world, lr, group size, ...)
 
     def strategy_config(self) -> StrategyConfig:
-        kw = {"seeds": self.seeds, "steps": self.steps, "arms": tuple(self.arms),
-              "splits": ("train", "test", MINORITY_SOURCE), **self.base}
+        # the strategy stage's splits, so a squeeze run computes the outcomes once (outcomes_for caches them)
+        kw = {"seeds": self.seeds, "steps": self.steps, "arms": tuple(self.arms), **self.base}
         return StrategyConfig(**kw)
 
     def check(self) -> None:

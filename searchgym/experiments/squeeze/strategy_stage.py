@@ -79,8 +79,10 @@ CONTEXTUAL_FILE = "organism_contextual.json"
 def contextual_config(cfg: Any) -> Any:
     from searchgym.experiments.squeeze.organism import ContextualConfig
 
+    arms = getattr(cfg, "contextual_arms", None)
     return ContextualConfig(seeds=cfg.contextual_seeds, steps=cfg.contextual_steps,
-                            base={"world_seed": cfg.world_seed, "n_entities": cfg.n_entities})
+                            **({"arms": tuple(arms)} if arms else {}),
+                            base={"world_seed": cfg.world_seed, "n_entities": cfg.n_entities})  # = strategy_config's
 
 
 def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
