@@ -182,11 +182,12 @@ def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int, success_thresho
         seq_of[e].append(labels[i])
     seqs = [tuple(t) for t in seq_of]
     succ = [_success(e, success_threshold) for e in lab.episodes]
-    ok = [sq for sq, good in zip(seqs, succ) if good]
-    bad = [sq for sq, good in zip(seqs, succ) if not good]
+    ok = [sq for sq, good in zip(seqs, succ) if good is True]
+    bad = [sq for sq, good in zip(seqs, succ) if good is False]
     out["sequences"] = {"level": lv, "distinct": len(set(seqs)), "entropy": M.entropy(seqs) if seqs else None,
                         "distinct_correct": len(set(ok)), "distinct_incorrect": len(set(bad)),
-                        "episodes_correct": len(ok), "episodes_incorrect": len(bad)}
+                        "episodes_correct": len(ok), "episodes_incorrect": len(bad),
+                        "episodes_success_unknown": len(seqs) - len(ok) - len(bad)}
     return out
 
 

@@ -57,6 +57,10 @@ from pathlib import Path
 from typing import Any
 
 from searchgym.diversity.gcpause import with_gc_paused
+from searchgym.diversity.readers import containers as C
+from searchgym.diversity.readers.containers import BadRecord as _BadRecord
+from searchgym.diversity.readers.containers import Source
+from searchgym.diversity.readers.containers import decode_json as _decode
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "jsonl")
@@ -92,6 +96,16 @@ TURN_STARTS = ("<|im_start|>", "<|start_header_id|>")
 _SEARCH_ARG_KEYS = ("query", "queries", "query_list", "q", "search_query", "search_queries", "keywords",
                     "keyword", "entity", "question")
 _ANSWER_TOOLS = ("finish", "answer", "submit_answer", "final_answer", "submit")
+# ReAct action / function names that are searches (lower case, "_" and "-" ignored); ``--search-tools`` adds more.
+DEFAULT_SEARCH_TOOLS = frozenset({
+    "search", "bingsearch", "websearch", "googlesearch", "searchengine", "wikisearch", "wikipediasearch",
+    "retrieve", "retrieval", "retriever", "wikipedia", "wiki", "searchwikipedia", "searchweb", "duckduckgo",
+    "serpapi", "googleserper", "tavilysearch", "querysearch", "search_query", "localsearch", "docsearch"})
+
+
+def tool_key(name: str) -> str:
+    """A tool name as compared against the search-tool set: lower case, without "_", "-" and spaces."""
+    return name.lower().replace("_", "").replace("-", "").replace(" ", "")
 
 MAX_TITLE = 400
 _DECODER = json.JSONDecoder()
@@ -258,11 +272,12 @@ class _Turn:
 class _Assembler:
     """Collects calls, observations and the answer of one episode, turn by turn."""
 
-    def __init__(self) -> None:
+    def __init__(self, search_tools: frozenset[str] = DEFAULT_SEARCH_TOOLS) -> None:
         self.turns: list[_Turn] = [_Turn()]
         self.answer: str | None = None
         self.done = False
         self.n_obs = 0
+        self.search_tools = search_tools
 
     def call(self, c: _Call) -> None:
         if self.done:
@@ -369,7 +384,7 @@ def _obs_text(block: str) -> str:
     return s
 
 
-def _tool_call_queries(body: str) -> _Call:
+def _tool_call_queries(body: str, search_tools: frozenset[str] = DEFAULT_SEARCH_TOOLS) -> _Call:
     """A Hermes/Qwen ``<tool_call>`` body: decode its first JSON object (tolerating trailing text such as an
     extra ``}``); a search tool's query (or ``query_list``) are its queries."""
     s = body.strip()
@@ -382,10 +397,11 @@ def _tool_call_queries(body: str) -> _Call:
         return _Call("tool_call", None)
     return _function_call(obj.get("name") if isinstance(obj, dict) else None,
                           (obj.get("arguments", obj.get("parameters")) if isinstance(obj, dict) else None),
-                          "tool_call", None)
+                          "tool_call", None, search_tools)
 
 
-def _function_call(name: Any, args: Any, grammar: str, call_id: str | None) -> _Call:
+def _function_call(name: Any, args: Any, grammar: str, call_id: str | None,
+                   search_tools: frozenset[str] = DEFAULT_SEARCH_TOOLS) -> _Call:
     if isinstance(args, str):  # OpenAI: arguments is a JSON string
         try:
             args, _ = _DECODER.raw_decode(args.strip() or "null")
@@ -397,7 +413,8 @@ def _function_call(name: Any, args: Any, grammar: str, call_id: str | None) -> _
     if not isinstance(args, dict):
         return _Call(grammar, None, call_id)
     key = next((k for k in _SEARCH_ARG_KEYS if k in args), None)
-    searchy = (not lname) or "search" in lname or "retriev" in lname or "query" in lname
+    searchy = (not lname) or "search" in lname or "retriev" in lname or "query" in lname or \
+        tool_key(lname) in search_tools
     if key is None:
         return _Call(grammar, None if searchy else [], call_id, other=not searchy)
     if not searchy:
@@ -465,7 +482,7 @@ def scan_text(text: str, asm: _Assembler, *, query_tags: tuple[tuple[str, str], 
                     q = body.strip()
                     asm.call(_Call(names.get(lit, lit), [q] if q else None))
                 elif kind == "topen":
-                    asm.call(_tool_call_queries(body))
+                    asm.call(_tool_call_queries(body, asm.search_tools))
                 else:
                     asm.finish(body.strip())
                 i += 2
@@ -542,19 +559,20 @@ def _react_action(text: str, e: int, toks: list, i: int, asm: _Assembler, nl: _N
                 break
             last = c2
         arg = text[k + 1:last].strip()
-        if verb == "search":
+        if tool_key(verb) in asm.search_tools:
             asm.call(_Call("react", [arg] if arg else None))
-        elif verb == "finish":
+        elif verb in _ANSWER_TOOLS:
             asm.finish(arg)
-        elif verb == "lookup":
+        else:  # Lookup, Reflect, Calculator…: a tool call, not a search
             asm.call(_Call("react", [], other=True))
-        else:
-            asm.call(_Call("react", None))
         while nxt < len(toks) and toks[nxt][0] < last:
             nxt += 1
         return nxt
     # LangChain style: "Action: search" then "Action Input: q"
     rest = text[k:line_end].strip()
+    searchy = tool_key(verb) in asm.search_tools
+    if searchy and verb != "search":
+        verb = "search"
     if verb in ("search", "finish") and not rest:
         ai = text.startswith("Action Input:", line_end + 1)
         if ai:
@@ -846,8 +864,9 @@ _Parsed = tuple[Episode, list[tuple[str, int, str]], int]
 class _Opts:
     def __init__(self, *, query_tags: tuple[tuple[str, str], ...], text_field: str | None,
                  step_field: str | None, question_field: str | None, reward_field: str | None,
-                 success_threshold: float):
+                 success_threshold: float, search_tools: tuple[str, ...] = ()):
         self.query_tags = query_tags
+        self.search_tools = DEFAULT_SEARCH_TOOLS | {tool_key(t) for t in search_tools if t}
         self.text_field = text_field
         self.step_field = step_field
         self.question_field = question_field
@@ -887,7 +906,7 @@ def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
                         default_step=default_step)
     _, prompt_q = None, parse_question(inp or "")
     question = _question(_without(obj, ("input",)), opts.question_field, prompt_q)
-    asm = _Assembler()
+    asm = _Assembler(opts.search_tools)
     response = split_response(out)[1] if _ASSISTANT.search(out) and not inp else out
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ANSWER_KEYS)
@@ -919,7 +938,7 @@ def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: 
             j = val.find("\n", k)
             prompt, response = val[:j if j >= 0 else len(val)], val[j + 1:] if j >= 0 else ""
     question = _question(obj, opts.question_field, parse_question(prompt))
-    asm = _Assembler()
+    asm = _Assembler(opts.search_tools)
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ANSWER_KEYS)
     return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
@@ -935,7 +954,7 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
                         default_step=default_step)
     text, q_in_text = _react_episode_text(val)
     question = _question(obj, opts.question_field, q_in_text)
-    asm = _Assembler()
+    asm = _Assembler(opts.search_tools)
     scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ("answer",) + ANSWER_KEYS)
     return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
@@ -987,7 +1006,7 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
         raise TrajectoryFormatError(f"chat record needs a 'messages' list (keys: {sorted(obj)[:12]})")
     meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
                         default_step=default_step)
-    asm = _Assembler()
+    asm = _Assembler(opts.search_tools)
     question = None
     seen_assistant = False
     for m in msgs:
@@ -1011,12 +1030,12 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
                     asm.finish(_answer_of(lname, args))
                     break
                 cid = tc.get("id") if isinstance(tc.get("id"), str) else None
-                asm.call(_function_call(name, args, "openai_tools", cid))
+                asm.call(_function_call(name, args, "openai_tools", cid, asm.search_tools))
             if asm.done:
                 break
         elif role == "function_call":  # ShareGPT/glaive: the call as JSON in its own turn
             seen_assistant = True
-            c = _tool_call_queries(_content(m))
+            c = _tool_call_queries(_content(m), asm.search_tools)
             c.grammar = "function_call"
             asm.call(c)
         elif role in ("tool", "user"):
@@ -1050,7 +1069,7 @@ def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _
     meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
                         default_step=default_step)
     question = _question(obj, opts.question_field, None)
-    asm = _Assembler()
+    asm = _Assembler(opts.search_tools)
     if isinstance(val, list):
         if not all(isinstance(q, str) for q in val):
             raise TrajectoryFormatError(f"text field {tf!r} must be a list of strings")
@@ -1207,12 +1226,6 @@ def _unwrap(obj: Any) -> list[Any] | None:
     return None
 
 
-class _BadRecord(Exception):
-    def __init__(self, reason: str, detail: str):
-        super().__init__(detail)
-        self.reason = reason
-
-
 def _skip_or_raise(exc: _BadRecord, where: str, stats: ReadStats, lenient: bool) -> None:
     """Count a bad record as skipped (``lenient``) or raise it as a ``TrajectoryFormatError`` naming ``where``."""
     if not lenient:
@@ -1221,52 +1234,31 @@ def _skip_or_raise(exc: _BadRecord, where: str, stats: ReadStats, lenient: bool)
     stats.skipped_reasons[exc.reason] += 1
 
 
-def _decode(raw: bytes) -> Any:
-    try:
-        text = raw.decode("utf-8-sig")  # a byte-order mark is not JSON
-    except UnicodeDecodeError as exc:
-        raise _BadRecord("not UTF-8", f"not valid UTF-8 (byte {exc.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise _BadRecord("not valid JSON", f"not valid JSON ({exc.msg})") from None
-    except RecursionError:
-        raise _BadRecord("nested too deeply", "JSON nested too deeply") from None
-
-
-def _records(path: Path, stats: ReadStats, lenient: bool, *, unwrap: bool = True) -> Iterator[tuple[int, str, Any]]:
-    """(line or record number, 'line'|'record', value) of a JSON file of any container. ``unwrap``: a one-line
-    file whose object holds the list of episodes under some key yields those."""
-    with path.open("rb") as fh:
-        head = fh.read(1 << 16)
-    first = head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1]
-    if first == b"[":
-        container = "json-array"
-    elif first == b"{":
-        nl = head.find(b"\n")
-        line1 = head[:nl] if nl >= 0 else head
-        container = "jsonl"
-        try:
-            json.loads(line1.decode("utf-8-sig"))
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            container = "json-object"  # a pretty-printed object (or a broken first line: reported below)
-    elif not first:
+def _records(src: Source, stats: ReadStats, lenient: bool, *,
+             unwrap: bool = True) -> Iterator[tuple[int, str, Any]]:
+    """(line or record number, 'line'|'record'|'row', value) of a ``Source`` of any record container.
+    ``unwrap``: a one-line file whose object holds the list of episodes under some key yields those."""
+    container = src.container
+    if container == "empty":
         return  # an empty file holds no records
-    else:
-        container = "text"
-    stats.container = container if stats.container in ("", container) else "mixed"
+    shown = container + (f" ({src.compression})" if src.compression else "")
+    stats.container = shown if stats.container in ("", shown) else "mixed"
     if container == "text":
         raise _NotJSON()
-    if container in ("json-array", "json-object"):
-        raw = path.read_bytes().lstrip(b"\xef\xbb\xbf")
+    path = src.path
+    if container in ("csv", "tsv", "parquet"):
+        for n, row in C.table_rows(src):
+            yield n, "row", row
+        return
+    if container == "json-array":
+        for i, r in C.json_array(src):
+            yield i, "record", r
+        return
+    if container == "json-object":
         try:
-            val = _decode(raw)
-        except _BadRecord as exc:
-            if container == "json-object":
-                container = "jsonl"  # report it as the JSONL line it most likely is
-                stats.container = "jsonl"
-            else:
-                raise TrajectoryFormatError(f"{path}: {exc}") from None
+            val = _decode(src.data.lstrip(b"\xef\xbb\xbf"))
+        except _BadRecord:
+            stats.container = "jsonl"  # report it as the JSONL line it most likely is
         else:
             recs = _unwrap(val)
             if recs is None:
@@ -1275,26 +1267,22 @@ def _records(path: Path, stats: ReadStats, lenient: bool, *, unwrap: bool = True
             for i, r in enumerate(recs):
                 yield i, "record", r
             return
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
+    for lineno, raw in C.jsonl_lines(src):
+        try:
+            val = _decode(raw)
+        except _BadRecord as exc:
+            _skip_or_raise(exc, f"{path}, line {lineno}", stats, lenient)
+            continue
+        if unwrap and lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
+            recs = _unwrap(val)
+            if recs is not None and len(recs) > 1:
+                for i, r in enumerate(recs):
+                    yield i, "record", r
                 continue
-            try:
-                val = _decode(raw)
-            except _BadRecord as exc:
-                _skip_or_raise(exc, f"{path}, line {lineno}", stats, lenient)
-                continue
-            if unwrap and lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
-                recs = _unwrap(val)
-                if recs is not None and len(recs) > 1:
-                    for i, r in enumerate(recs):
-                        yield i, "record", r
-                    continue
-            yield lineno, "line", val
+        yield lineno, "line", val
 
 
-class _NotJSON(Exception):
-    pass
+_NotJSON = C.NotJSON
 
 
 def _files(p: Path) -> list[tuple[int | None, Path]]:
@@ -1309,11 +1297,17 @@ def _files(p: Path) -> list[tuple[int | None, Path]]:
     if files:
         return sorted(files, key=lambda x: (x[0], x[1].name))
     found = [c for c in sorted(p.iterdir()) if c.is_file() and not c.name.startswith(".")]
-    # JSON files when there are any (a notes.txt beside them is not a run); else plain-text logs
-    out = [(None, c) for c in found if c.suffix.lower() in (".jsonl", ".json")] or \
-        [(None, c) for c in found if c.suffix.lower() in (".txt", ".log")]
+
+    def suffix(c: Path) -> str:
+        parts = c.name.lower().split(".")
+        return parts[-2] if parts[-1] == "gz" and len(parts) > 2 else parts[-1]
+
+    # record files when there are any (a notes.txt beside them is not a run); else plain-text logs
+    out = [(None, c) for c in found if suffix(c) in ("jsonl", "json", "csv", "tsv", "parquet")] or \
+        [(None, c) for c in found if suffix(c) in ("txt", "log")]
     if not out:
-        raise ConfigError(f"run directory {p} has no .jsonl, .json, .txt or .log files")
+        raise ConfigError(f"run directory {p} has no .jsonl, .json, .csv, .tsv, .parquet, .txt or .log files "
+                          "(gzipped or not)")
     return out
 
 
@@ -1326,12 +1320,16 @@ def _tried_message(where: Path, keys: list[str] | None) -> str:
             "for other tags, or --text-field FIELD for any JSON field")
 
 
-def _react_log_records(path: str | os.PathLike, *, query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
-                       stats: ReadStats | None = None, lenient: bool = False) -> Iterator[_Parsed]:
-    """Parsed episodes of a plain-text ReAct log (see the module docstring)."""
-    p = Path(path)
+def _react_log_records(path: str | os.PathLike | Source, *,
+                       query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
+                       stats: ReadStats | None = None, lenient: bool = False,
+                       search_tools: tuple[str, ...] = ()) -> Iterator[_Parsed]:
+    """Parsed episodes of a plain-text ReAct log (see the module docstring). A trial / attempt is the
+    episode's ``series``, never its training ``step``: retries are not training."""
+    src = path if isinstance(path, Source) else C.load(path)
+    p = src.path
     stats = stats if stats is not None else ReadStats(format="react-log")
-    raw = p.read_bytes()
+    raw = src.data
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -1341,7 +1339,7 @@ def _react_log_records(path: str | os.PathLike, *, query_tags: tuple[tuple[str, 
         stats.skipped_reasons["not UTF-8"] += 1
         text = raw.decode("utf-8", errors="replace")
     opts = _Opts(query_tags=query_tags, text_field=None, step_field=None, question_field=None,
-                 reward_field=None, success_threshold=1.0)
+                 reward_field=None, success_threshold=1.0, search_tools=search_tools)
     trial: int | None = None
     series: str | None = None
     success: bool | None = None
@@ -1353,9 +1351,9 @@ def _react_log_records(path: str | os.PathLike, *, query_tags: tuple[tuple[str, 
     def flush() -> Iterator[_Parsed]:
         nonlocal cur, cur_q
         if cur_q is not None:
-            asm = _Assembler()
+            asm = _Assembler(opts.search_tools)
             scan_text("\n".join(cur), asm, query_tags=query_tags, grammar_names=opts.names)
-            meta = {"step": trial, "reward": None if success is None else float(success),
+            meta = {"step": None, "reward": None if success is None else float(success),
                     "episode_id": f"{p.name}:{cur_line}", "question_id": None, "source_line": cur_line,
                     "series": series}
             yield _finish(asm, stats, meta, cur_q, opts, success=success)
@@ -1411,15 +1409,16 @@ def detect_format(path: str | os.PathLike, *, text_field: str | None = None,
         return "jsonl"
     opts = _Opts(query_tags=_tags(query_tags), text_field=None, step_field=None, question_field=None,
                  reward_field=None, success_threshold=1.0)
-    return _detect_file(_files(p)[0][1], opts)
+    return _detect_file(C.load(_files(p)[0][1]), opts)
 
 
-def _detect_file(f: Path, opts: _Opts) -> str:
+def _detect_file(src: Source, opts: _Opts) -> str:
+    f = src.path
     stats = ReadStats(format="auto")
     keys: list[str] | None = None
     try:
         seen = 0
-        for _, _, rec in _records(f, stats, lenient=True):
+        for _, _, rec in _records(src, stats, lenient=True):
             if not isinstance(rec, dict):
                 continue
             keys = keys or sorted(str(k) for k in rec)
@@ -1430,8 +1429,7 @@ def _detect_file(f: Path, opts: _Opts) -> str:
             if seen >= 50:
                 break
     except _NotJSON:
-        with f.open("rb") as fh:
-            head = fh.read(1 << 20).decode("utf-8", errors="replace")
+        head = src.data[:1 << 20].decode("utf-8", errors="replace")
         if _QUESTION_LINE.search(head) and _REACT_ACTION_LINE.search(head):
             return "react-log"
         raise TrajectoryFormatError(_tried_message(f, None)) from None
@@ -1469,13 +1467,15 @@ def run_name(path: str | os.PathLike) -> str:
 def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
              label: str | None = None, text_field: str | None = None, step_field: str | None = None,
              question_field: str | None = None, reward_field: str | None = None, name: str | None = None,
-             success_threshold: float = 1.0) -> Run:
+             success_threshold: float = 1.0, search_tools: tuple[str, ...] | list[str] = ()) -> Run:
     """Read one run (file or folder) into a ``Run`` of ``Episode`` records with its ``read_stats``.
 
     ``query_tags``: an extra (OPEN, CLOSE) tag pair (or a list of pairs) of a custom search grammar.
     ``lenient``: skip malformed records (counted in ``read_stats.skipped_lines`` / ``skipped_reasons``)
-    instead of raising ``TrajectoryFormatError``.
+    instead of raising ``TrajectoryFormatError``. ``search_tools``: ReAct / function tool names that are
+    searches, besides ``DEFAULT_SEARCH_TOOLS``.
     """
+    search_tools = tuple(search_tools)
     if fmt not in FORMATS:
         raise ConfigError(f"unknown run format {fmt!r}; choose from {', '.join(FORMATS)}")
     p = Path(path)
@@ -1492,18 +1492,21 @@ def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = No
     formats: list[str] = []
     for default_step, f in files:
         opts = _Opts(query_tags=tags, text_field=text_field, step_field=step_field, question_field=question_field,
-                     reward_field=reward_field, success_threshold=success_threshold)
-        ffmt = fmt if fmt != "auto" else _detect_file(f, opts)
-        formats.append(ffmt)
-        stats.files += 1
+                     reward_field=reward_field, success_threshold=success_threshold, search_tools=search_tools)
         try:
-            if ffmt == "react-log":
-                stats.container = "text"
-                parsed.extend(_react_log_records(f, query_tags=tags, stats=stats, lenient=lenient))
-            else:
-                parsed.extend(_read_records(f, ffmt, opts, stats, lenient, default_step))
+            src = C.load(f)
         except OSError as exc:
             raise ConfigError(f"cannot read {f}: {exc.strerror or exc}") from None
+        ffmt = fmt if fmt != "auto" else _detect_file(src, opts)
+        formats.append(ffmt)
+        stats.files += 1
+        if ffmt == "react-log":
+            stats.container = "text"
+            parsed.extend(_react_log_records(src, query_tags=tags, stats=stats, lenient=lenient,
+                                             search_tools=search_tools))
+        else:
+            parsed.extend(_read_records(src, ffmt, opts, stats, lenient, default_step))
+        del src
     stats.format = formats[0] if len(set(formats)) == 1 else "+".join(sorted(set(formats)))
     n_obs = sum(n for _, _, n in parsed)
     stats.observations = n_obs
@@ -1532,13 +1535,14 @@ def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = No
     return Run(name=nm, path=str(p), fmt=stats.format, episodes=episodes, label=nm, read_stats=stats)
 
 
-def _read_records(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,
+def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,
                   default_step: int | None) -> Iterator[_Parsed]:
+    f = src.path
     parser = _PARSERS.get(fmt)
     if parser is None:
         raise ConfigError(f"format {fmt!r} cannot read JSON records; choose from {', '.join(RECORD_FORMATS)}")
     try:
-        for n, kind, rec in _records(f, stats, lenient, unwrap=not opts.text_field):
+        for n, kind, rec in _records(src, stats, lenient, unwrap=not opts.text_field):
             try:
                 if not isinstance(rec, dict):
                     raise _BadRecord("not a JSON object", f"expected a JSON object, got {type(rec).__name__}")
