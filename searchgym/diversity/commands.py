@@ -80,6 +80,8 @@ def analyze_command(
         raise typer.Exit(code=2) from None
     for run in read:
         console.print(_read_line(run), markup=False, highlight=False, soft_wrap=True)
+    for v in summary.get("verdict") or []:
+        console.print(f"verdict: {v}", markup=False, highlight=False, soft_wrap=True)
     console.print(summary_table(summary, read, levels=levels))
     for name, r in summary.get("runs", {}).items():
         for w in r.get("warnings") or []:

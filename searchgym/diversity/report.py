@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
+from searchgym.diversity import verdict as V
 from searchgym.diversity.core import (
     DEFINITIONS,
     Labels,
@@ -245,11 +246,36 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
         summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed,
                                                                         success_threshold=success_threshold,
                                                                         text_n=n.get("strategy")))
-    summary["comparisons"] = _comparisons(runs, labs, levels, seed=seed)
+    names = [_label(r) for r in runs]
+    for run, lab in zip(runs, labs):
+        tr = V.trend(lab, n_boot=n_boot, seed=seed, classes=STRATEGIES)
+        if tr is not None:
+            summary["runs"][_label(run)]["trend"] = tr
+    # the verdict between runs (a list, one dict per pair and metric); the divergences move to "divergence"
+    summary["divergence"] = _comparisons(runs, labs, levels, seed=seed)
+    comps: list[dict[str, Any]] = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            mia = (summary["runs"][names[i]].get("strategy") or {}).get("mi_question")
+            mib = (summary["runs"][names[j]].get("strategy") or {}).get("mi_question")
+            comps.extend(V.compare(names[i], names[j], runs[i], runs[j], labs[i], labs[j], classes=STRATEGIES,
+                                   n_boot=n_boot, seed=seed, mi=(mia, mib)))
+    summary["comparisons"] = comps
+    summary["verdict"] = _verdict_lines(summary)
     summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
                        "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
                        "strategies": list(STRATEGIES), "definitions": DEFINITIONS}
     return _clean(summary)
+
+
+def _verdict_lines(summary: dict[str, Any]) -> list[str]:
+    """The verdict sentences: each run's trend over steps, then each comparison between runs."""
+    out = [f"{name}: {r['trend']['sentence']}" for name, r in summary["runs"].items() if r.get("trend")]
+    out += [c["sentence"] for c in summary.get("comparisons") or [] if c.get("metric") != "copy_rate"]
+    if not out:
+        out.append("no verdict: a single run without >= 3 training steps (give a run with steps, or two runs "
+                   "to compare)")
+    return out
 
 
 def _js_at(a: list[str], b: list[str], n: int, *, draws: int, seed: int) -> float:
@@ -306,7 +332,8 @@ def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str 
                  step_field: str | None = None, question_field: str | None = None,
                  reward_field: str | None = None, levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (),
                  embedder: Any = None, success_threshold: float = 1.0, n_boot: int = 200, seed: int = 0,
-                 plots: bool = True, **reader_kw: Any) -> dict[str, Any]:
+                 plots: bool = True, unreadable: Sequence[dict[str, str]] = (),
+                 **reader_kw: Any) -> dict[str, Any]:
     """Analyse runs and write ``summary.json``, ``report.md``, ``report.html`` and the PNGs into ``out_dir``;
     return the summary dict.
 
@@ -333,6 +360,8 @@ def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str 
     _unique_labels(runs)
     summary = analyze(runs, levels=levels, titles=titles, embedder=embedder,
                       success_threshold=success_threshold, n_boot=n_boot, seed=seed)
+    if unreadable:
+        summary["unreadable"] = [dict(u) for u in unreadable]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = make_plots(summary, out) if plots else {}
@@ -575,7 +604,7 @@ def _tables(summary: dict[str, Any]) -> list[Table]:
                        ("Not comparable between runs of unequal size (n_templates and entropy_all grow with it); "
                        "top1/top5 mass = share of queries in the 1/5 most frequent templates; rank_beta = decay "
                        "of log frequency with rank over the top 10."), ["run", *keys], rows))
-    js = summary.get("comparisons", {}).get("js_divergence", {})
+    js = summary.get("divergence", {}).get("js_divergence", {})
     rows = [[lv, pair, _fmt(v)] for lv in [*levels, "strategy"] for pair, v in (js.get(lv) or {}).items()]
     if rows:
         tables.append(("Jensen-Shannon divergence between runs",
@@ -648,12 +677,27 @@ def _intro(summary: dict[str, Any]) -> list[str]:
             f"Mutual information: {meta.get('mi_method', M.MI_METHOD)}"]
 
 
+def _verdict_help() -> str:
+    return ("How to read it: 'squeezed' means the strategy entropy of the last third of the steps is lower than "
+            "that of the first third with a 95% bootstrap CI (over episodes) below 0, at one sample size; between "
+            "runs a difference counts only when its CI excludes 0, and the split-half noise says how far two "
+            "halves of one run already differ. Confounds named in a sentence can explain a difference without "
+            "any squeeze.")
+
+
 def _definitions(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return list((summary.get("meta", {}).get("definitions") or DEFINITIONS).items())
 
 
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
-    lines = ["# Query-diversity report", ""]
+    lines = ["# Query-diversity report", "", "## Verdict", ""]
+    lines += [f"- {v}" for v in summary.get("verdict") or []]
+    lines.append("")
+    for u in summary.get("unreadable") or []:
+        lines.append(f"- **unreadable**: `{u['path']}`: {u['reason']}")
+    if summary.get("unreadable"):
+        lines.append("")
+    lines += [_verdict_help(), "", "## Appendix: all figures", ""]
     for para in _intro(summary):
         lines += [para, ""]
     lines += ["## Definitions", ""]
@@ -679,7 +723,11 @@ def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> s
              "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
              "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}</style>"
               "</head><body>"),
-             "<h1>Query-diversity report</h1>"]
+             "<h1>Query-diversity report</h1>", "<h2>Verdict</h2><ul>"]
+    parts += [f"<li>{html.escape(v)}</li>" for v in summary.get("verdict") or []]
+    parts += [f"<li><b>unreadable</b>: {html.escape(u['path'])}: {html.escape(u['reason'])}</li>"
+              for u in summary.get("unreadable") or []]
+    parts += ["</ul>", f"<p class='note'>{html.escape(_verdict_help())}</p>", "<h2>Appendix: all figures</h2>"]
     parts += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
     parts.append("<h2>Definitions</h2><ul>" + "".join(
         f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")

@@ -61,6 +61,12 @@ _CAPRUN = re.compile(_CAPRUN_SRC.replace("[A-Z]", f"[A-Z{_UPPER}]"))
 # to their ASCII sets), and cheaper.
 _CAPRUN_ASCII = re.compile(_CAPRUN_SRC, re.ASCII)
 _SEPARATORS = re.compile(r"[\x1c-\x1f\x85]")
+# Chinese, Japanese and Korean text is cut into characters (character unigrams) rather than by a segmenter:
+# deterministic, no model or dictionary, the same on every machine, and enough for what the analysis asks
+# of a token (is it in the question, in the evidence, in another query). A query made of fragments of its
+# question ("环磷酰胺 不良反应" for "环磷酰胺的主要不良反应是") then has every token in the question.
+CJK_TOKENS = "character unigrams (Han, kana, Hangul)"
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]")
 
 
 
@@ -170,6 +176,8 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     text = _APOS.sub("", text)
     text = _PUNCT_STRICT.sub(" ", text)
+    if _CJK.search(text):  # scripts without spaces between words: one token per character (see CJK_TOKENS)
+        text = _CJK.sub(r" \g<0> ", text)
     return _WS.sub(" ", text).strip()
 
 

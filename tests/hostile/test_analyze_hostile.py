@@ -53,12 +53,14 @@ def _run(args: list[str], *, timeout: float, stdin: int | None = None) -> tuple[
 
 
 def _long_episode(path: Path, steps: int) -> None:
-    """One searchgym trajectory of ``steps`` searches, each retrieving three new titles (≈ 330 bytes a step)."""
+    """One searchgym trajectory of ``steps`` searches, each retrieving three new titles and an observation
+    (≈ 350 bytes a step)."""
     step_list = []
     for i in range(steps):
-        step_list.append({"action": f"<search>history of place {i}</search>", "kind": "search",
-                          "query": f"history of Place {i} founder", "doc_ids": [f"d{i}a", f"d{i}b"],
-                          "titles": [f"Place {i}", f"Founder {i} Smith", f"River {i} Valley"]})
+        step_list.append({"action": f"<search>history of place {i} and its founder</search>", "kind": "search",
+                          "query": f"history of Place {i} founder", "doc_ids": [f"d{i}a", f"d{i}b", f"d{i}c"],
+                          "titles": [f"Place {i}", f"Founder {i} Smith", f"River {i} Valley"],
+                          "extra": {"observation": f"Place {i} was founded by Founder {i} Smith."}})
     traj = {"schema": 2, "episode_id": "e0", "question_id": "q0", "question": "Who founded the first place?",
             "answers": ["x"], "policy_step": 0, "steps": step_list, "prediction": "x", "reward": 1.0, "em": 1}
     path.write_text(json.dumps(traj) + "\n", encoding="utf-8")

@@ -58,12 +58,13 @@ from typing import Any
 
 from searchgym.diversity.gcpause import with_gc_paused
 from searchgym.diversity.readers import containers as C
+from searchgym.diversity.readers import logs as L
 from searchgym.diversity.readers.containers import BadRecord as _BadRecord
 from searchgym.diversity.readers.containers import Source
 from searchgym.diversity.readers.containers import decode_json as _decode
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
-FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "jsonl")
+FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "train-log", "jsonl")
 RECORD_FORMATS = ("searchgym", "verl", "search-r1", "chat", "react", "jsonl")
 
 # text fields that hold a whole decoded sequence (prompt + response) vs. only the model's response
@@ -120,7 +121,7 @@ _ASSISTANT = re.compile(r"<\|im_start\|>assistant|<\|start_header_id\|>assistant
 _QUESTION_LINE = re.compile(r"[ \t]*Question(?:[ \t]*\d+)?[ \t]*:[ \t]*")
 _TRIAL = re.compile(r"\b(trial|attempt|round|iteration)\b[ \t#:=\-]*(\d+)", re.IGNORECASE)
 _QWORD = re.compile(r"question[ \t]*:", re.IGNORECASE)
-_REACT_ACTION_LINE = re.compile(r"(?<![^\n])[ \t]*Action(?:[ \t]*\d+)?[ \t]*:[ \t]*[A-Za-z_]+\[")
+_REACT_ACTION_LINE = re.compile(r"(?<![^\n])[ \t]*[Aa]ction(?:[ \t]*\d+)?[ \t]*:[ \t]*[A-Za-z_]+\[")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -162,18 +163,22 @@ class ReadStats:
     skipped_lines: int = 0             # records skipped with ``lenient``
     skipped_reasons: Counter = field(default_factory=Counter)
     unexecuted: int = 0                # well-formed calls never answered by an observation (not queries)
+    reemitted: int = 0                 # turns a response re-emitted verbatim (each call counted once)
+    sidecar: int = 0                   # episodes whose evidence came from a field beside the transcript
     other_calls: int = 0               # tool calls / actions that are not searches (Lookup, browse, …)
     observations: int = 0
     container: str = ""                # jsonl | json-array | json-object | text | mixed
     files: int = 0
     grammars: Counter = field(default_factory=Counter)  # call grammar -> queries read with it
     notes: list[str] = field(default_factory=list)
+    first_problem: str = ""            # where and why the first bad record was skipped
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "container": self.container, "files": self.files,
                 "episodes": self.episodes, "queries": self.queries, "malformed": self.malformed,
                 "unexecuted": self.unexecuted, "other_calls": self.other_calls,
                 "observations": self.observations, "skipped_lines": self.skipped_lines,
+                "reemitted_turns": self.reemitted, "sidecar_evidence": self.sidecar,
                 "skipped_reasons": dict(self.skipped_reasons), "grammars": dict(self.grammars),
                 "notes": list(self.notes)}
 
@@ -261,6 +266,7 @@ class _Call:
     call_id: str | None = None
     other: bool = False            # a non-search tool/action
     issued: bool = False           # known to be issued without an observation (a user-named query field)
+    after_answer: bool = False     # issued after the final answer
 
 
 @dataclass
@@ -276,6 +282,7 @@ class _Assembler:
         self.turns: list[_Turn] = [_Turn()]
         self.answer: str | None = None
         self.done = False
+        self.answered = False  # an answer was given: later calls count only if an observation answers them
         self.n_obs = 0
         self.search_tools = search_tools
 
@@ -284,6 +291,8 @@ class _Assembler:
             return
         if self.turns[-1].obs:
             self.turns.append(_Turn())
+        if self.answered:
+            c.after_answer = True
         self.turns[-1].calls.append(c)
 
     def obs(self, text: str, call_id: str | None = None) -> None:
@@ -293,15 +302,19 @@ class _Assembler:
         self.turns[-1].obs.append((_obs_text(text), call_id))
 
     def finish(self, answer: str | None) -> None:
-        if not self.done:
+        """The final answer. Scanning goes on: a call after it that an observation answers was executed
+        (and counted by the run's own tool metrics); one that none answers is dropped."""
+        if not self.done and not self.answered:
             self.answer = answer
-            self.done = True
+            self.answered = True
 
     def build(self, stats: ReadStats, **kw: Any) -> tuple[Episode, list[tuple[str, int, str]]]:
         """The episode, and the calls never executed as (query, turn, grammar) for the no-observation case."""
         ep = Episode(queries=[], answer=self.answer, **kw)
         pending: list[tuple[str, int, str]] = []
-        for ti, turn in enumerate(self.turns):
+        turns = _without_reemitted(self.turns)
+        stats.reemitted += len(self.turns) - len(turns)
+        for ti, turn in enumerate(turns):
             good = []
             for c in turn.calls:
                 if c.other:
@@ -314,6 +327,8 @@ class _Assembler:
                 continue
             if not turn.obs:
                 for c in good:
+                    if c.after_answer:
+                        continue  # never executed, and past the answer: not even a pending call
                     if c.issued:
                         for q in c.queries:
                             ep.queries.append(q)
@@ -358,6 +373,34 @@ class _Assembler:
                     ep.titles.append([t for b in ev for t in doc_titles(b)])
                     stats.grammars[c.grammar] += 1
         return ep, pending
+
+
+def _turn_key(t: _Turn) -> tuple:
+    return (tuple((c.grammar, tuple(c.queries) if c.queries is not None else None, c.other) for c in t.calls),
+            tuple(o for o, _ in t.obs))
+
+
+def _without_reemitted(turns: list[_Turn]) -> list[_Turn]:
+    """The turns less those a response re-emits: a run of turns that repeats the episode's whole history so
+    far (at least two different turns), calls and observations alike: one executed call then appears twice
+    in the text and counts once. A search repeated on its own (a looping agent, ``A A A`` or an ``A`` again
+    after ``B``) is kept: that is the agent searching again, a figure the analysis must see."""
+    keys = [_turn_key(t) for t in turns]
+    kept: list[int] = []
+    i, n = 0, len(turns)
+    distinct = 0
+    seen: set = set()
+    while i < n:
+        m = len(kept)
+        if m >= 2 and distinct >= 2 and i + m <= n and all(keys[i + j] == keys[kept[j]] for j in range(m)):
+            i += m  # the whole history again: skip it
+            continue
+        kept.append(i)
+        if keys[i] not in seen:
+            seen.add(keys[i])
+            distinct += 1
+        i += 1
+    return [turns[i] for i in kept]
 
 
 def _split_block(text: str, n: int) -> list[str] | None:
@@ -883,8 +926,25 @@ def _grammar_name(open_tag: str) -> str:
 
 
 def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: str | None,
-            opts: _Opts, answer_field: str | None = None, success: bool | None = None) -> _Parsed:
+            opts: _Opts, answer_field: str | None = None, success: bool | None = None, *,
+            obj: dict | None = None, text: str | None = None) -> _Parsed:
+    """The parsed episode. ``text``: the transcript, searched for a question (``### Instruction:``,
+    ``Question:``) before its first call when no field gave one; ``obj``: the record, for evidence kept
+    beside the transcript (``search_information``, ``retrieved_docs``…)."""
+    if not question and text:
+        question = _question_in_text(text, opts.query_tags)
     ep, pending = asm.build(stats, question=question, **meta)
+    n_obs = asm.n_obs
+    side = _sidecar(obj) if obj is not None else None
+    if side:
+        if pending and not n_obs:  # evidence beside the text shows that the calls were executed
+            _adopt_pending(ep, pending)
+            for _, _, g in pending:
+                stats.grammars[g] += 1
+            pending = []
+        _attach_sidecar(ep, side)
+        stats.sidecar += 1
+        n_obs += len(side)
     if ep.question_id is None:
         ep.question_id = question
     if ep.answer is None and answer_field:
@@ -892,7 +952,86 @@ def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: s
     if success is None and ep.reward is not None:
         success = ep.reward >= opts.success_threshold
     ep.success = success
-    return ep, pending, asm.n_obs
+    return ep, pending, n_obs
+
+
+_SIDECAR_KEYS = ("search_information", "retrieved_docs", "retrieved_documents", "search_results", "retrieval",
+                 "retrievals", "retrieved", "contexts", "retrieved_passages", "docs", "documents", "evidence")
+_SIDE_QUERY = ("query", "q", "search_query", "question")
+_SIDE_RESULTS = ("results", "docs", "documents", "retrieved", "passages", "contexts", "hits", "result")
+_CALL_HEADS = ("<search>", "<tool_call>", "<|begin_of_query|>", "<|begin_search_query|>", "\nAction")
+
+
+def _question_in_text(text: str, query_tags: tuple[tuple[str, str], ...]) -> str | None:
+    """The question in a transcript's head (before its first call): ``### Instruction:`` / ``Question:``."""
+    head = text[:20000]
+    cut = len(head)
+    for m in _CALL_HEADS + tuple(o for o, _ in query_tags):
+        j = head.find(m)
+        if 0 <= j < cut:
+            cut = j
+    return parse_question(head[:cut])
+
+
+def _doc_text(d: Any) -> tuple[str, str | None]:
+    """(text, title) of one retrieved document of a sidecar field."""
+    if isinstance(d, str):
+        return d, None
+    if isinstance(d, dict):
+        title = d.get("title") if isinstance(d.get("title"), str) else None
+        body = next((d[k] for k in ("contents", "content", "text", "snippet", "passage", "document")
+                     if isinstance(d.get(k), str)), "")
+        if title is None and isinstance(d.get("document"), dict):
+            return _doc_text(d["document"])
+        return (f"{title}\n{body}" if title and body else (body or title or "")), title
+    return "", None
+
+
+def _sidecar(obj: dict) -> list[tuple[str | None, list[str], list[str]]] | None:
+    """Evidence kept beside the transcript: per search, (query or None, texts, titles)."""
+    _, v = _lookup(obj, _SIDECAR_KEYS)
+    if not isinstance(v, list) or not v:
+        return None
+    out: list[tuple[str | None, list[str], list[str]]] = []
+    for item in v:
+        q: str | None = None
+        docs: Any = item
+        if isinstance(item, dict):
+            qk = next((k for k in _SIDE_QUERY if isinstance(item.get(k), str)), None)
+            rk = next((k for k in _SIDE_RESULTS if k in item), None)
+            if qk is None and rk is None:
+                docs = [item]  # a document itself
+            else:
+                q = item[qk].strip() if qk else None
+                docs = item.get(rk) if rk else []
+        if isinstance(docs, (str, dict)):
+            docs = [docs]
+        if not isinstance(docs, list):
+            continue
+        pairs = [_doc_text(d) for d in docs]
+        out.append((q, [t for t, _ in pairs if t], [ti for _, ti in pairs if ti]))
+    return out or None
+
+
+def _attach_sidecar(ep: Episode, side: list[tuple[str | None, list[str], list[str]]]) -> None:
+    """Give each query without evidence the sidecar's results: matched by query text, else by position."""
+    by_q: dict[str, tuple[list[str], list[str]]] = {}
+    for q, texts, titles in side:
+        if q:
+            by_q.setdefault(" ".join(q.lower().split()), (texts, titles))
+    while len(ep.evidence) < len(ep.queries):
+        ep.evidence.append([])
+    while len(ep.titles) < len(ep.queries):
+        ep.titles.append([])
+    for i, q in enumerate(ep.queries):
+        if ep.evidence[i]:
+            continue
+        hit = by_q.get(" ".join(q.lower().split()))
+        if hit is None and i < len(side) and side[i][0] is None:
+            hit = (side[i][1], side[i][2])
+        if hit is not None:
+            ep.evidence[i] = list(hit[0])
+            ep.titles[i] = list(hit[1]) or [t for b in hit[0] for t in doc_titles(b)]
 
 
 def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
@@ -910,7 +1049,7 @@ def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
     response = split_response(out)[1] if _ASSISTANT.search(out) and not inp else out
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=out)
 
 
 def _without(obj: dict, keys: tuple[str, ...]) -> dict:
@@ -941,7 +1080,7 @@ def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: 
     asm = _Assembler(opts.search_tools)
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
 
 
 def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
@@ -957,7 +1096,7 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
     asm = _Assembler(opts.search_tools)
     scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     _, ans = _lookup(obj, ("answer",) + ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
 
 
 def _react_episode_text(val: str) -> tuple[str, str | None]:
@@ -978,6 +1117,23 @@ def _react_episode_text(val: str) -> tuple[str, str | None]:
     e = val.find("\n", m.end())
     e = len(val) if e < 0 else e
     return val[e:], val[m.end():e].strip() or None
+
+
+def _is_turn(m: Any) -> bool:
+    return isinstance(m, dict) and (("role" in m and ("content" in m or "tool_calls" in m))
+                                    or ("from" in m and "value" in m))
+
+
+def find_turns(obj: dict) -> tuple[str | None, Any]:
+    """(key, list) of a record's chat transcript: a known key (``messages``, ``conversations``…), else any
+    field holding a list of role/content (or ShareGPT from/value) turns, whatever its name."""
+    k, msgs = _lookup(obj, MESSAGE_KEYS)
+    if isinstance(msgs, list):
+        return k, msgs
+    for kk, v in obj.items():
+        if isinstance(v, list) and v and all(_is_turn(m) for m in v[:3]):
+            return str(kk), v
+    return None, None
 
 
 def _role(m: dict) -> str:
@@ -1001,9 +1157,9 @@ def _content(m: dict) -> str:
 
 def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
                 default_step: int | None) -> _Parsed:
-    _, msgs = _lookup(obj, MESSAGE_KEYS)
+    mkey, msgs = find_turns(obj)
     if not isinstance(msgs, list):
-        raise TrajectoryFormatError(f"chat record needs a 'messages' list (keys: {sorted(obj)[:12]})")
+        raise TrajectoryFormatError(f"chat record needs a list of role/content turns (keys: {sorted(obj)[:12]})")
     meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
                         default_step=default_step)
     asm = _Assembler(opts.search_tools)
@@ -1047,7 +1203,7 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
             if seen_assistant:
                 cid = m.get("tool_call_id")
                 asm.obs(_content(m), cid if isinstance(cid, str) else None)
-    question = _question(_without(obj, MESSAGE_KEYS), opts.question_field, question)
+    question = _question(_without(obj, MESSAGE_KEYS + ((mkey,) if mkey else ())), opts.question_field, question)
     _, ans = _lookup(obj, ANSWER_KEYS)
     if asm.answer is None and not asm.done:
         # the last assistant message without calls is the final answer
@@ -1057,7 +1213,8 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
                     c = _content(m).strip()
                     asm.answer = c[-500:] if c else None
                 break
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans))
+    first_user = next((_content(m) for m in msgs if isinstance(m, dict) and _role(m) in ("user", "system")), None)
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=first_user)
 
 
 def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
@@ -1156,7 +1313,7 @@ def _detect_record(obj: dict, opts: _Opts) -> str | None:
         return "jsonl"
     if "steps" in obj and "episode_id" in obj:
         return "searchgym"
-    k, msgs = _lookup(obj, MESSAGE_KEYS)
+    k, msgs = find_turns(obj)
     if isinstance(msgs, list) and msgs and all(isinstance(m, dict) for m in msgs[:3]) and \
             any(("role" in m or "from" in m) for m in msgs[:3]):
         return "chat"
@@ -1164,7 +1321,12 @@ def _detect_record(obj: dict, opts: _Opts) -> str | None:
         return "verl"
     for k in REACT_KEYS:
         kk, v = _lookup(obj, (k,))
-        if isinstance(v, str) and "Action" in v and _REACT_ACTION_LINE.search(v):
+        if isinstance(v, str) and "ction" in v and _REACT_ACTION_LINE.search(v):
+            opts.field = kk
+            return "react"
+    for kk, v in obj.items():  # a ReAct trace under any name (even "prompt": its examples come before
+        # its last "Question:" line and are not read): it needs an observation as well as an action
+        if isinstance(v, str) and "ction" in v and "bservation" in v and _REACT_ACTION_LINE.search(v):
             opts.field = kk
             return "react"
     keys = [k for k in SEQUENCE_KEYS + RESPONSE_KEYS]
@@ -1206,7 +1368,7 @@ def _looks_like_episode(obj: dict) -> bool:
     keys = {str(k).lower() for k in obj}
     known = {"steps", "input", "output", "traj", "trajectory", "prompt", "response", "sequences_str",
              "completion", "question", "problem"} | set(MESSAGE_KEYS) | set(RESPONSE_KEYS) | set(SEQUENCE_KEYS)
-    return bool(keys & known)
+    return bool(keys & known) or find_turns(obj)[1] is not None
 
 
 def _unwrap(obj: Any) -> list[Any] | None:
@@ -1232,6 +1394,8 @@ def _skip_or_raise(exc: _BadRecord, where: str, stats: ReadStats, lenient: bool)
         raise TrajectoryFormatError(f"{where}: {exc}") from None
     stats.skipped_lines += 1
     stats.skipped_reasons[exc.reason] += 1
+    if not stats.first_problem:
+        stats.first_problem = f"{where}: {exc}"
 
 
 def _records(src: Source, stats: ReadStats, lenient: bool, *,
@@ -1399,6 +1563,20 @@ def _react_log_records(path: str | os.PathLike | Source, *,
     yield from flush()
 
 
+def _train_log_records(src: Source, opts: _Opts, stats: ReadStats, lenient: bool) -> Iterator[_Parsed]:
+    """Parsed samples of a training stdout log (``logs``): each a decoded sequence with its step."""
+    text = src.data.decode("utf-8", errors="replace")
+    opts.field = "sequence"
+    for lineno, rec in L.training_log_records(text):
+        em = L.exact_match(rec)
+        if em is not None:
+            rec["em"] = em
+        try:
+            yield _parse_sequence(rec, src.path, lineno, stats, opts, None)
+        except TrajectoryFormatError as exc:
+            _skip_or_raise(_BadRecord("unreadable sample", str(exc)), f"{src.path}, line {lineno}", stats, lenient)
+
+
 def detect_format(path: str | os.PathLike, *, text_field: str | None = None,
                   query_tags: tuple[tuple[str, str], ...] | None = None) -> str:
     """Guess the record format of a run (see the module docstring)."""
@@ -1430,10 +1608,14 @@ def _detect_file(src: Source, opts: _Opts) -> str:
                 break
     except _NotJSON:
         head = src.data[:1 << 20].decode("utf-8", errors="replace")
+        if L.looks_like_training_log(head):
+            return "train-log"
         if _QUESTION_LINE.search(head) and _REACT_ACTION_LINE.search(head):
             return "react-log"
         raise TrajectoryFormatError(_tried_message(f, None)) from None
     if keys is None:
+        if stats.first_problem:
+            raise TrajectoryFormatError(f"no episode records: {stats.first_problem}")
         raise TrajectoryFormatError(f"{f} holds no episode records (empty, or no line is a JSON object)")
     raise TrajectoryFormatError(_tried_message(f, keys))
 
@@ -1500,7 +1682,10 @@ def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = No
         ffmt = fmt if fmt != "auto" else _detect_file(src, opts)
         formats.append(ffmt)
         stats.files += 1
-        if ffmt == "react-log":
+        if ffmt == "train-log":
+            stats.container = "text (log)"
+            parsed.extend(_train_log_records(src, opts, stats, lenient))
+        elif ffmt == "react-log":
             stats.container = "text"
             parsed.extend(_react_log_records(src, query_tags=tags, stats=stats, lenient=lenient,
                                              search_tools=search_tools))
@@ -1581,6 +1766,7 @@ read_search_r1 = _reader("search-r1")
 read_chat = _reader("chat")
 read_react = _reader("react")
 read_react_log = _reader("react-log")
+read_train_log = _reader("train-log")
 
 
 def read_generic(path: str | os.PathLike, *, text_field: str, **kw: Any) -> Iterator[Episode]:
