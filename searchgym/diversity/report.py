@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
+from searchgym.diversity import plotting as P
 from searchgym.diversity import verdict as V
 from searchgym.diversity.core import (
     DEFINITIONS,
@@ -250,7 +251,11 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
     for run, lab in zip(runs, labs):
         tr = V.trend(lab, n_boot=n_boot, seed=seed, classes=STRATEGIES)
         if tr is not None:
-            summary["runs"][_label(run)]["trend"] = tr
+            block = summary["runs"][_label(run)]
+            # question MI per step (equal n per step; None where a step has < 2 episodes per question)
+            tr["mi_question"] = [{"step": p["step"], "value": (p.get("strategy") or {}).get("mi_question")}
+                                 for p in block.get("series") or []]
+            block["trend"] = tr
     # the verdict between runs (a list, one dict per pair and metric); the divergences move to "divergence"
     summary["divergence"] = _comparisons(runs, labs, levels, seed=seed)
     comps: list[dict[str, Any]] = []
@@ -409,6 +414,10 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         os.replace(tmp, path)
         images[title] = fname
 
+    labels_shown = [*runs] + [t for r in runs.values() for t, _ in (r.get("top_templates", {}).get(
+        _primary(summary)) or [])]
+    P.use_cjk_if_needed(labels_shown)
+    P.verdict_plots(runs, plt, save)
     stepped = _trend_runs(runs)
     if stepped:
         rows = [*levels, "strategy"]
