@@ -620,8 +620,8 @@ def _reading_gaps(eps: Sequence[Any]) -> list[Warning_]:
         seen.setdefault(key, 1)
     if dup:
         out.append(Warning_("duplicate_episodes", dup, f"{dup} episodes repeat an earlier episode of the same "
-                            "step exactly (question, queries, answer): temperature-0 retries or concatenated "
-                            "files? Each copy weighs in every figure"))
+                            "step exactly (question, queries, answer): temperature-0 retries, concatenated "
+                            "files, or a policy that no longer varies; each copy weighs in every figure"))
     trials = {getattr(e, "series", None) for e in eps if getattr(e, "series", None) and e.step is None}
     if len(trials) >= 2:
         out.append(Warning_("trials_not_steps", len(trials), f"{len(trials)} trials / attempts found: read as a "

@@ -148,7 +148,7 @@ def trend(lab: Any, *, n_boot: int = 200, seed: int = 0, classes: Sequence[str] 
             r = r - r.mean() + h
             ci = [float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))]
         per_step.append({"step": int(s), "value": h, "ci": ci, "n": int(min(n, len(codes)))})
-    w = max(1, int(round(len(steps) * WINDOW_SHARE)))
+    w = max(1, round(len(steps) * WINDOW_SHARE))
     first_steps, last_steps = steps[:w], steps[-w:]
 
     def window(ss: list[int]) -> _Eps:

@@ -71,7 +71,7 @@ def test_a_12000_step_episode_is_analysed_in_bounded_memory_and_time(tmp_path):
     src = tmp_path / "long.jsonl"
     _long_episode(src, 12_000)
     assert 3e6 < src.stat().st_size < 6e6
-    rc, out, err, rss, secs = _run(["analyze", str(src), "--out", str(tmp_path / "a"), "--no-plots",
+    rc, _out, err, rss, secs = _run(["analyze", str(src), "--out", str(tmp_path / "a"), "--no-plots",
                                     "--n-boot", "20"], timeout=240)
     assert rc == 0, err[-2000:]
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -120,7 +120,7 @@ def test_out_naming_an_existing_file_is_one_line_without_errno(tmp_path):
     _long_episode(src, 5)
     blocker = tmp_path / "taken"
     blocker.write_text("not a folder")
-    rc, out, err, _, _ = _run(["analyze", str(src), "--out", str(blocker), "--no-plots"], timeout=120)
+    rc, _out, err, _, _ = _run(["analyze", str(src), "--out", str(blocker), "--no-plots"], timeout=120)
     assert rc == 2
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     assert len(lines) == 1, err

@@ -80,15 +80,14 @@ def _gunzip(path: Path, data: bytes) -> bytes:
 
 def _sniff(path: Path, data: bytes) -> str:
     name = path.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
+    name = name.removesuffix(".gz")
     if data[:4] == b"PAR1":
         return "parquet"
     head = data[:1 << 16].lstrip(b"\xef\xbb\xbf" + _WS)
     first = head[:1]
     if not first:
         return "empty"
-    if name.endswith(".tsv") or name.endswith(".csv"):
+    if name.endswith((".tsv", ".csv")):
         return "tsv" if name.endswith(".tsv") else "csv"
     if first == b"[":
         return "json-array"
