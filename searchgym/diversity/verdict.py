@@ -224,6 +224,16 @@ def _confounds(ra: Any, rb: Any, lab_a: Any, lab_b: Any, shared: int, qa: set, q
     return out
 
 
+def _top(x: _Eps, code_of: dict[str, int]) -> str:
+    """The most frequent strategy of a set of episodes and its share ("copy-question 0.81")."""
+    c = Counter(x.codes().tolist())
+    if not c:
+        return "–"
+    code, k = c.most_common(1)[0]
+    name = next((n for n, i in code_of.items() if i == code), "?")
+    return f"{name} {k / sum(c.values()):.2f}"
+
+
 def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b: Any, *,
             classes: Sequence[str], n_boot: int = 200, seed: int = 0,
             mi: tuple[Any, Any] = (None, None)) -> list[dict[str, Any]]:
@@ -259,7 +269,8 @@ def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b:
         sentence = (f"{metric.replace('_', ' ')} {name_b} vs {name_a}: {word}, difference {d:+.2f} "
                     f"[{ci[0]:+.2f}, {ci[1]:+.2f}] {where}, n = {n}")
         if metric == "strategy_entropy":
-            sentence += f"; same-run noise (split-half) {noise:.2f}"
+            sentence += f"; same-run noise (split-half) {noise:.2f}; mix: {name_a} {_top(ea, code_of)}, " \
+                        f"{name_b} {_top(eb, code_of)}"
         if confounds:
             sentence += "; confounds: " + "; ".join(confounds)
         out.append({"a": name_a, "b": name_b, "matched_questions": len(shared) if matched else 0,
