@@ -642,7 +642,7 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
     """The typed statistics of a labelled run. ``n``: the sample size for entropy and Hill numbers (an int,
     or a mapping from ``subset_sizes`` keys; None = all queries). ``series_n`` the same per step.
     ``with_mi=False`` skips the question MI, the costliest figure of a small batch (the tracker's
-    ``mi_every``)."""
+    ``mi_every``). Each group of figures has its own function below."""
     eps = lab.episodes
     nq = len(lab.texts)
     all_idx = list(range(nq))
@@ -657,20 +657,60 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
                                           prefix="well_formed/", with_mi=with_mi)
     sc = Counter(lab.strategy)
     share = (lambda c: c / nq) if nq else (lambda c: float("nan"))
+    steps = sorted({s for s in lab.step_of_ep if s is not None})
+    series = _series_stats(lab, steps, series_n=series_n, seed=seed, with_mi=with_mi) if with_series else []
+    policy = _policy_stats(lab, rewards=rewards, token_entropies=token_entropies,
+                           success_threshold=success_threshold)
+    if len(series) >= 2:
+        policy.update(_entropy_law(series, levels))
+    src = np.asarray(lab.sources, dtype=float) if lab.sources else np.zeros((0, 3))
+    n_mal_q = sc.get("malformed", 0)
+    n_mal_calls = max(sum(int(getattr(e, "malformed", 0) or 0) for e in eps),
+                      int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0)
+    return RunStats(
+        n_episodes=len(eps), n_queries=nq, n_malformed=int(n_mal_calls + n_mal_q),
+        question_copy_rate=_mean(float(c) for c in lab.copies), malformed_share=share(n_mal_q),
+        off_task_share=share(sc.get("off-task", 0)), grounded_share=share(len(g_idx)),
+        sources={k: float(src[:, j].mean()) if len(src) else float("nan")
+                 for j, k in enumerate(("question", "evidence", "neither"))},
+        strategy=strat, levels=levels,
+        well_formed=SubsetStats(n_queries=len(g_idx), share=share(len(g_idx)), strategy=g_strat, levels=g_levels),
+        process=_process_stats(lab), text=_text_stats(lab), moves=_move_stats(lab), policy=policy,
+        warnings=warnings_of(lab, read_stats, has_single_step=len(steps) == 1),
+        series=series)
+
+
+def _move_stats(lab: Labels) -> MoveStats:
+    """Reformulation moves between consecutive queries: counts, shares, entropy, transitions."""
     mc = Counter(m for seq in lab.moves for m in seq)
     n_moves = sum(mc.values())
-    moves = MoveStats(counts={m: int(mc.get(m, 0)) for m in MOVES},
-                      shares={m: (mc.get(m, 0) / n_moves) if n_moves else float("nan") for m in MOVES},
-                      entropy=M.move_entropy(list(mc.elements())) if n_moves else float("nan"),
-                      transitions=transition_matrix(lab.moves))
-    process = ProcessStats(queries_per_episode=nq / len(eps) if eps else float("nan"),
-                           duplicate_query_rate=_mean(lab.dups), new_document_yield=_mean(lab.yields),
-                           ctar=_mean(lab.ctars))
-    text = {"distinct_1": float("nan"), "distinct_2": float("nan")}
-    if lab.texts:
-        dn = M.distinct_ns(lab.texts, (1, 2))
-        text = {"distinct_1": dn[1], "distinct_2": dn[2]}
-    # policy side
+    return MoveStats(counts={m: int(mc.get(m, 0)) for m in MOVES},
+                     shares={m: (mc.get(m, 0) / n_moves) if n_moves else float("nan") for m in MOVES},
+                     entropy=M.move_entropy(list(mc.elements())) if n_moves else float("nan"),
+                     transitions=transition_matrix(lab.moves))
+
+
+def _process_stats(lab: Labels) -> ProcessStats:
+    """The search process: queries per episode, duplicate rate, new-document yield, CTAR."""
+    eps = lab.episodes
+    return ProcessStats(queries_per_episode=len(lab.texts) / len(eps) if eps else float("nan"),
+                        duplicate_query_rate=_mean(lab.dups), new_document_yield=_mean(lab.yields),
+                        ctar=_mean(lab.ctars))
+
+
+def _text_stats(lab: Labels) -> dict[str, float]:
+    """distinct-1/2 over all queries."""
+    if not lab.texts:
+        return {"distinct_1": float("nan"), "distinct_2": float("nan")}
+    dn = M.distinct_ns(lab.texts, (1, 2))
+    return {"distinct_1": dn[1], "distinct_2": dn[2]}
+
+
+def _policy_stats(lab: Labels, *, rewards: Sequence[float] | None, token_entropies: Any,
+                  success_threshold: float) -> dict[str, Any]:
+    """The policy side: mean reward, success rate over the episodes whose success is known, token entropy,
+    pass@k."""
+    eps = lab.episodes
     policy: dict[str, Any] = {}
     rw = list(rewards) if rewards is not None else [e.reward for e in eps if e.reward is not None]
     policy["reward_mean"] = float(np.mean(rw)) if rw else float("nan")
@@ -684,59 +724,53 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
     curves = pass_curves(eps, succ, lab.group_of_ep)
     if curves:
         policy["pass_at_k"] = curves
-    # series
-    steps = sorted({s for s in lab.step_of_ep if s is not None})
-    series: list[StepStats] = []
-    if with_series and steps:
-        by_step: dict[int, list[int]] = {}
-        for i, s in enumerate(lab.step_of_ep):
-            if s is not None:
-                by_step.setdefault(s, []).append(i)
-        copies = np.asarray(lab.copies, dtype=float)
-        grounded = np.fromiter((x in GROUNDED for x in lab.strategy), dtype=float, count=len(lab.strategy))
-        q_by_ep: dict[int, list[int]] = {}
-        for i, e in enumerate(lab.ep_of):
-            q_by_ep.setdefault(e, []).append(i)
-        for s in steps:
-            e_idx = by_step[s]
-            q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
-            st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed,
-                                                with_mi=with_mi)
-            srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
-            ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
-            series.append(StepStats(
-                step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
-                question_copy_rate=_mean_at(copies, q_idx), grounded_share=_mean_at(grounded, q_idx),
-                reward_mean=float(np.mean(srw)) if srw else None,
-                token_entropy_mean=float(np.mean(ste)) if ste else None))
-    if len(series) >= 2:
-        law_h, law_r = [], []
-        lv = "slot" if "slot" in levels else next(iter(levels), None)
-        kind = "token" if any(s.token_entropy_mean is not None for s in series) else f"template:{lv}"
-        for s in series:
-            h = s.token_entropy_mean if kind == "token" else (s.levels[lv].entropy if lv in s.levels else None)
-            if h is not None and s.reward_mean is not None:
-                law_h.append(h)
-                law_r.append(s.reward_mean)
-        fit = M.fit_entropy_law(law_h, law_r)
-        fit["entropy"] = kind
-        policy["entropy_law"] = fit
-        policy["entropy_law_points"] = [[h, r] for h, r in zip(law_h, law_r)]
-    src = np.asarray(lab.sources, dtype=float) if lab.sources else np.zeros((0, 3))
-    n_mal_q = sc.get("malformed", 0)
-    n_mal_calls = max(sum(int(getattr(e, "malformed", 0) or 0) for e in eps),
-                      int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0)
-    return RunStats(
-        n_episodes=len(eps), n_queries=nq, n_malformed=int(n_mal_calls + n_mal_q),
-        question_copy_rate=_mean(float(c) for c in lab.copies), malformed_share=share(n_mal_q),
-        off_task_share=share(sc.get("off-task", 0)), grounded_share=share(len(g_idx)),
-        sources={k: float(src[:, j].mean()) if len(src) else float("nan")
-                 for j, k in enumerate(("question", "evidence", "neither"))},
-        strategy=strat, levels=levels,
-        well_formed=SubsetStats(n_queries=len(g_idx), share=share(len(g_idx)), strategy=g_strat, levels=g_levels),
-        process=process, text=text, moves=moves, policy=policy,
-        warnings=warnings_of(lab, read_stats, has_single_step=len(steps) == 1),
-        series=series)
+    return policy
+
+
+def _series_stats(lab: Labels, steps: list[int], *, series_n: Mapping[str, int] | None, seed: int,
+                  with_mi: bool) -> list[StepStats]:
+    """Per training step: the strategy and level blocks at ``series_n``, copy rate, grounded share, reward."""
+    if not steps:
+        return []
+    eps = lab.episodes
+    by_step: dict[int, list[int]] = {}
+    for i, s in enumerate(lab.step_of_ep):
+        if s is not None:
+            by_step.setdefault(s, []).append(i)
+    copies = np.asarray(lab.copies, dtype=float)
+    grounded = np.fromiter((x in GROUNDED for x in lab.strategy), dtype=float, count=len(lab.strategy))
+    q_by_ep: dict[int, list[int]] = {}
+    for i, e in enumerate(lab.ep_of):
+        q_by_ep.setdefault(e, []).append(i)
+    series = []
+    for s in steps:
+        e_idx = by_step[s]
+        q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
+        st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed, with_mi=with_mi)
+        srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
+        ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
+        series.append(StepStats(
+            step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
+            question_copy_rate=_mean_at(copies, q_idx), grounded_share=_mean_at(grounded, q_idx),
+            reward_mean=float(np.mean(srw)) if srw else None,
+            token_entropy_mean=float(np.mean(ste)) if ste else None))
+    return series
+
+
+def _entropy_law(series: list[StepStats], levels: Mapping[str, LevelStats]) -> dict[str, Any]:
+    """The entropy law R = -a exp(H) + b fitted over the steps (token entropy where known, else the
+    primary template level's)."""
+    law_h, law_r = [], []
+    lv = "slot" if "slot" in levels else next(iter(levels), None)
+    kind = "token" if any(s.token_entropy_mean is not None for s in series) else f"template:{lv}"
+    for s in series:
+        h = s.token_entropy_mean if kind == "token" else (s.levels[lv].entropy if lv in s.levels else None)
+        if h is not None and s.reward_mean is not None:
+            law_h.append(h)
+            law_r.append(s.reward_mean)
+    fit = M.fit_entropy_law(law_h, law_r)
+    fit["entropy"] = kind
+    return {"entropy_law": fit, "entropy_law_points": [[h, r] for h, r in zip(law_h, law_r)]}
 
 
 def _success(ep: Any, threshold: float) -> bool | None:
