@@ -162,6 +162,16 @@ def _unique_labels(runs: list[Any]) -> None:
 def _read_line(run: Any) -> str:
     st = run.read_stats
     parts = [f"{st.episodes} episodes", f"{st.queries} queries", f"{st.malformed} malformed calls"]
+    steps = {e.step for e in run.episodes if e.step is not None}
+    if steps:
+        parts.append(f"{len(steps)} steps")
+    series = {e.series for e in run.episodes if e.series is not None and e.step is None}
+    if series:
+        parts.append(f"{len(series)} trials (not steps)")
+    if getattr(st, "reemitted", 0):
+        parts.append(f"{st.reemitted} re-emitted turns (each call counted once)")
+    if getattr(st, "sidecar", 0):
+        parts.append(f"evidence beside the text in {st.sidecar} episodes")
     if st.unexecuted:
         parts.append(f"{st.unexecuted} calls never executed (not counted)")
     if st.other_calls:

@@ -26,7 +26,7 @@ def cjk_font() -> str | None:
     from matplotlib import font_manager
 
     try:
-        import mplfonts
+        import mplfonts  # type: ignore[import-untyped]
 
         d = os.path.join(os.path.dirname(mplfonts.__file__), "fonts")
         for fname in ("NotoSansCJKsc-Regular.otf", "SimHei.ttf", "NotoSansMonoCJKsc-Regular.otf"):

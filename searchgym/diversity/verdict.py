@@ -54,11 +54,11 @@ class _Eps:
         self.per_ep = [e for e in per_ep]
         self.copies = copies
 
-    def codes(self, idx: Sequence[int] | None = None) -> np.ndarray:
+    def codes(self, idx: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
         sel = self.per_ep if idx is None else [self.per_ep[i] for i in idx]
         return np.concatenate(sel) if sel else np.zeros(0, dtype=np.int64)
 
-    def copy_rate(self, idx: Sequence[int] | None = None) -> float:
+    def copy_rate(self, idx: Sequence[int] | np.ndarray | None = None) -> float:
         sel = self.copies if idx is None else [self.copies[i] for i in idx]
         c = np.concatenate(sel) if sel else np.zeros(0)
         return float(c.mean()) if len(c) else float("nan")
@@ -86,7 +86,7 @@ def _boot_diff(a: _Eps, b: _Eps, n: int, k: int, *, n_boot: int, seed: int,
     bootstrapping episodes within each side."""
     rng = np.random.default_rng(seed)
 
-    def value(x: _Eps, idx: Sequence[int] | None) -> float:
+    def value(x: _Eps, idx: Sequence[int] | np.ndarray | None) -> float:
         if metric == "entropy":
             return _at_n(x.codes(idx), n, k, rng)
         return x.copy_rate(idx)
@@ -197,7 +197,7 @@ def _split_half(x: _Eps, n: int, k: int, *, seed: int, reps: int = 20) -> float:
     return float(np.mean(gaps)) if gaps else float("nan")
 
 
-def _confounds(ra: Any, rb: Any, lab_a: Any, lab_b: Any, shared: int, qa: set, qb: set) -> list[str]:
+def _confounds(ra: Any, rb: Any, lab_a: Any, lab_b: Any, shared: int, qa: set[str], qb: set[str]) -> list[str]:
     out = []
     small = min(len(qa), len(qb))
     if small and shared < 0.5 * small:
@@ -238,8 +238,8 @@ def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b:
             classes: Sequence[str], n_boot: int = 200, seed: int = 0,
             mi: tuple[Any, Any] = (None, None)) -> list[dict[str, Any]]:
     """The between-runs comparisons of ``b`` against ``a`` (one dict per metric)."""
-    qa = {_qkey(e.question) for e in lab_a.episodes} - {None}
-    qb = {_qkey(e.question) for e in lab_b.episodes} - {None}
+    qa = {k for k in (_qkey(e.question) for e in lab_a.episodes) if k is not None}
+    qb = {k for k in (_qkey(e.question) for e in lab_b.episodes) if k is not None}
     shared = qa & qb
     matched = len(shared) >= MIN_MATCHED
     code_of: dict[str, int] = {c: i for i, c in enumerate(classes)}

@@ -47,7 +47,7 @@ A malformed record (bad JSON, not UTF-8, not an object, wrong field types, nesti
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +117,7 @@ from searchgym.diversity.readers.transcripts import (
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 
-def run_name(path: str | os.PathLike) -> str:
+def run_name(path: str | os.PathLike[str]) -> str:
     """The run's name: the file stem (``run.jsonl`` -> ``run``) or the folder name."""
     p = Path(path)
     name = p.name if p.is_dir() else p.name.split(".")[0]
@@ -125,7 +125,7 @@ def run_name(path: str | os.PathLike) -> str:
 
 
 @with_gc_paused
-def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
+def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
              label: str | None = None, text_field: str | None = None, step_field: str | None = None,
              question_field: str | None = None, reward_field: str | None = None, name: str | None = None,
              success_threshold: float = 1.0, search_tools: tuple[str, ...] | list[str] = ()) -> Run:
@@ -228,8 +228,8 @@ def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient:
                                     "--format react-log)") from None
 
 
-def _reader(fmt: str):
-    def read(path: str | os.PathLike, **kw: Any) -> Iterator[Episode]:
+def _reader(fmt: str) -> Callable[..., Iterator[Episode]]:
+    def read(path: str | os.PathLike[str], **kw: Any) -> Iterator[Episode]:
         yield from read_run(path, fmt, **kw).episodes
     read.__name__ = f"read_{fmt.replace('-', '_')}"
     read.__doc__ = f"Episodes of a run in the {fmt!r} format (keywords as ``read_run``)."
@@ -257,7 +257,7 @@ read_react_log = _reader("react-log")
 read_train_log = _reader("train-log")
 
 
-def read_generic(path: str | os.PathLike, *, text_field: str, **kw: Any) -> Iterator[Episode]:
+def read_generic(path: str | os.PathLike[str], *, text_field: str, **kw: Any) -> Iterator[Episode]:
     """Episodes of any JSON records whose ``text_field`` holds the queries (a list) or an agent's text."""
     yield from read_run(path, "jsonl", text_field=text_field, **kw).episodes
 

@@ -106,7 +106,7 @@ def _sniff(path: Path, data: bytes) -> str:
     return "text"
 
 
-def load(path: str | os.PathLike) -> Source:
+def load(path: str | os.PathLike[str]) -> Source:
     """Read ``path`` once (a file, a named pipe or ``/dev/fd/N``) and tell its container."""
     p = Path(path)
     with open(p, "rb") as fh:  # one read: a pipe has no second
@@ -197,7 +197,7 @@ def table_rows(src: Source) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, record) of a CSV / TSV (header row first) or Parquet container."""
     if src.container == "parquet":
         try:
-            import pyarrow.parquet as pq
+            import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
             pf = pq.ParquetFile(io.BytesIO(src.data))
             k = 0

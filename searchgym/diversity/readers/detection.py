@@ -218,7 +218,7 @@ def _tried_message(where: Path, keys: list[str] | None) -> str:
             "for other tags, or --text-field FIELD for any JSON field")
 
 
-def detect_format(path: str | os.PathLike, *, text_field: str | None = None,
+def detect_format(path: str | os.PathLike[str], *, text_field: str | None = None,
                   query_tags: tuple[tuple[str, str], ...] | None = None) -> str:
     """Guess the record format of a run (see the module docstring)."""
     p = Path(path)

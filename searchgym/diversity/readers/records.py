@@ -165,7 +165,7 @@ class ReadStats:
     queries: int = 0
     malformed: int = 0                 # unparseable search calls
     skipped_lines: int = 0             # records skipped with ``lenient``
-    skipped_reasons: Counter = field(default_factory=Counter)
+    skipped_reasons: Counter[str] = field(default_factory=Counter)
     unexecuted: int = 0                # well-formed calls never answered by an observation (not queries)
     reemitted: int = 0                 # turns a response re-emitted verbatim (each call counted once)
     sidecar: int = 0                   # episodes whose evidence came from a field beside the transcript
@@ -173,7 +173,7 @@ class ReadStats:
     observations: int = 0
     container: str = ""                # jsonl | json-array | json-object | text | mixed
     files: int = 0
-    grammars: Counter = field(default_factory=Counter)  # call grammar -> queries read with it
+    grammars: Counter[str] = field(default_factory=Counter)  # call grammar -> queries read with it
     notes: list[str] = field(default_factory=list)
     first_problem: str = ""            # where and why the first bad record was skipped
 
@@ -224,7 +224,7 @@ def _get(d: Any, dotted: str) -> Any:
 _LOWER: list[Any] = [None, None]
 
 
-def _lookup(obj: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+def _lookup(obj: dict[str, Any], keys: tuple[str, ...]) -> tuple[str | None, Any]:
     """The first present key (case-insensitive) and its value."""
     for k in keys:
         if k in obj:

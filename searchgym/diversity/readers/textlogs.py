@@ -34,7 +34,7 @@ from searchgym.diversity.readers.transcripts import (
 from searchgym.errors import TrajectoryFormatError
 
 
-def _react_log_records(path: str | os.PathLike | Source, *,
+def _react_log_records(path: str | os.PathLike[str] | Source, *,
                        query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
                        stats: ReadStats | None = None, lenient: bool = False,
                        search_tools: tuple[str, ...] = ()) -> Iterator[_Parsed]:
@@ -47,9 +47,9 @@ def _react_log_records(path: str | os.PathLike | Source, *,
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
+        bad = raw.count(b"\n", 0, exc.start) + 1
         if not lenient:
-            raise TrajectoryFormatError(f"{p}, line {line}: not valid UTF-8 (byte {exc.start})") from None
+            raise TrajectoryFormatError(f"{p}, line {bad}: not valid UTF-8 (byte {exc.start})") from None
         stats.skipped_reasons["not UTF-8"] += 1
         text = raw.decode("utf-8", errors="replace")
     opts = _Opts(query_tags=query_tags, text_field=None, step_field=None, question_field=None,
