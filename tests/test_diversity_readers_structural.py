@@ -122,7 +122,8 @@ def test_five_trial_retry_log_is_not_fitted_as_steps(tmp_path):
     res = CliRunner().invoke(app, ["analyze", str(p), "--out", str(tmp_path / "a"), "--no-plots", "--n-boot", "5"])
     assert res.exit_code == 0, res.output
     block = json.loads((tmp_path / "a" / "summary.json").read_text())["runs"]["trials"]
-    assert "entropy_law" not in block["policy"] and not block.get("series")
+    assert "entropy_law" not in block["policy"] and not block.get("series") and "trend" not in block
+    assert "pass_at_k" not in block["policy"]
     assert block["warning_counts"]["trials_not_steps"] == 5
     assert block["warning_counts"]["duplicate_episodes"] == 8  # temperature-0 retries
 
@@ -148,3 +149,11 @@ def test_chinese_fragments_of_the_question_are_fragments_not_off_task():
     assert "off-task" not in lab.strategy
     assert lab.strategy.count("question-fragment") >= 3
     assert all(src[0] > 0.5 for src in lab.sources)
+
+
+def test_japanese_and_korean_fragments_are_grounded():
+    from searchgym.diversity.strategy import classify
+
+    assert classify("東京タワー 高さ", "東京タワーの高さは何メートルですか？").strategy == "question-fragment"
+    assert classify("세종대왕 업적", "세종대왕의 주요 업적은 무엇인가?").strategy == "question-fragment"
+    assert classify("mixed 東京タワー height", "How tall is 東京タワー?").strategy != "off-task"

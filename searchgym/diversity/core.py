@@ -721,7 +721,8 @@ def _policy_stats(lab: Labels, *, rewards: Sequence[float] | None, token_entropi
     te = token_entropies if token_entropies is not None else \
         [e.token_entropy for e in eps if getattr(e, "token_entropy", None) is not None]
     policy.update(M.token_entropy_summary(te) if te is not None and len(te) else {})
-    curves = pass_curves(eps, succ, lab.group_of_ep)
+    trials = {e.series for e in eps if getattr(e, "series", None) and e.step is None}
+    curves = pass_curves(eps, succ, lab.group_of_ep) if len(trials) < 2 else None  # retries are not samples
     if curves:
         policy["pass_at_k"] = curves
     return policy
