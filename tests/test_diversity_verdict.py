@@ -143,3 +143,20 @@ def test_plots_include_the_verdict_and_render_cjk_labels(tmp_path):
         images = make_plots(summary, tmp_path)
     assert any(f.startswith("verdict_") for f in images.values())
     assert any(f.startswith("top_templates_") for f in images.values())
+
+
+def test_question_mi_per_step_needs_two_episodes_per_question_and_has_a_ci():
+    one = trend(_lab(_run({s: 0.3 for s in range(3)}, seed=10)), n_boot=50, seed=0, classes=STRATEGIES)
+    assert all(p["value"] is None and "2 episodes" in p["why"] for p in one["mi_question"])
+    # 4 episodes per question per step: the strategy depends on the question (copy for even questions)
+    eps = []
+    rnd = random.Random(11)
+    for step in range(3):
+        for k in range(40):
+            q, name = _question(k % 10)
+            kind = "copy" if (k % 10) % 2 == 0 else rnd.choice(["fragment", "lookup"])
+            eps.append(Episode(queries=[_query(kind, q, name, rnd)], step=step, question=q,
+                               question_id=f"q{k % 10}", reward=1.0))
+    tr = trend(_lab(eps), n_boot=50, seed=0, classes=STRATEGIES)
+    for p in tr["mi_question"]:
+        assert p["value"] > 0.2 and p["ci"][0] <= p["value"] <= p["ci"][1] and p["k"] == 4

@@ -252,11 +252,7 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
     for run, lab in zip(runs, labs):
         tr = V.trend(lab, n_boot=n_boot, seed=seed, classes=STRATEGIES)
         if tr is not None:
-            block = summary["runs"][_label(run)]
-            # question MI per step (equal n per step; None where a step has < 2 episodes per question)
-            tr["mi_question"] = [{"step": p["step"], "value": (p.get("strategy") or {}).get("mi_question")}
-                                 for p in block.get("series") or []]
-            block["trend"] = tr
+            summary["runs"][_label(run)]["trend"] = tr
     # the verdict between runs (a list, one dict per pair and metric); the divergences move to "divergence"
     summary["divergence"] = _comparisons(runs, labs, levels, seed=seed)
     comps: list[dict[str, Any]] = []

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.diversity import metrics as M
 from searchgym.diversity.templates import normalize
 
 N_CAP = 2000
@@ -171,10 +172,56 @@ def trend(lab: Any, *, n_boot: int = 200, seed: int = 0, classes: Sequence[str] 
             if w > 1 else f"step {first_steps[0]} vs {last_steps[0]}")
     sentence = (f"{verdict}: {what}strategy entropy {h_first:.2f} → {h_last:.2f} nats, change {diff:+.2f} "
                 f"[{ci[0]:+.2f}, {ci[1]:+.2f}] ({span}, n = {nw} queries each, 95% bootstrap over episodes)")
+    mi = _mi_per_step(lab, steps, by_step, n_boot=n_boot, seed=seed)
     return {"steps": [int(s) for s in steps], "n": int(n), "strategy_entropy": per_step, "shares": shares,
+            "mi_question": mi,
             "change": {"first": h_first, "last": h_last, "diff": diff, "ci": ci, "first_steps": first_steps,
                        "last_steps": last_steps, "n": int(nw), "onto": top},
             "verdict": verdict, "sentence": sentence}
+
+
+def _mi_per_step(lab: Any, steps: list[int], by_step: dict[int, list[int]], *, n_boot: int,
+                 seed: int) -> list[dict[str, Any]]:
+    """MI(question; strategy) per step at one k (samples per question, the smallest group of any step, 2-8),
+    over the questions a step samples in >= 2 episodes, with a CI from a bootstrap over those questions.
+    None (with the reason) for a step without two such questions."""
+    q_by_ep: dict[int, list[int]] = {}
+    for i, e in enumerate(lab.ep_of):
+        q_by_ep.setdefault(e, []).append(i)
+    groups_of: dict[int, dict[Any, list[str]]] = {}
+    for s in steps:
+        g: dict[Any, list[str]] = {}
+        n_eps: Counter[Any] = Counter()
+        for e in by_step[s]:
+            key, qs = lab.group_of_ep[e], q_by_ep.get(e, [])
+            if key is not None and qs:
+                n_eps[key] += 1
+                g.setdefault(key, []).extend(lab.strategy[i] for i in qs)
+        groups_of[s] = {key: v for key, v in g.items() if n_eps[key] >= 2}
+    sizes = [len(v) for g in groups_of.values() for v in g.values()]
+    k = max(2, min(8, min(sizes))) if sizes else 0
+    rng = np.random.default_rng(seed + 3)
+    out: list[dict[str, Any]] = []
+    for s in steps:
+        groups = groups_of[s]
+        if len(groups) < 2 or not k:
+            out.append({"step": int(s), "value": None, "ci": None,
+                        "why": "fewer than 2 questions with >= 2 episodes at this step"})
+            continue
+        v = M.mutual_information(groups, k=k, seed=seed)["mi"]
+        keys = list(groups)
+        reps = []
+        for _ in range(min(n_boot, 30)):
+            idx = rng.integers(0, len(keys), len(keys))
+            reps.append(M.mutual_information({j: groups[keys[i]] for j, i in enumerate(idx)}, k=k, seed=seed)["mi"])
+        r = np.asarray([x for x in reps if np.isfinite(x)])
+        ci = None
+        if len(r) >= 10 and np.isfinite(v):
+            r = r - r.mean() + v
+            ci = [float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))]
+        out.append({"step": int(s), "value": float(v) if np.isfinite(v) else None, "ci": ci, "k": k,
+                    "n_questions": len(groups)})
+    return out
 
 
 def _qkey(q: Any) -> str | None:
