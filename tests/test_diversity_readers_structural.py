@@ -157,3 +157,15 @@ def test_japanese_and_korean_fragments_are_grounded():
     assert classify("東京タワー 高さ", "東京タワーの高さは何メートルですか？").strategy == "question-fragment"
     assert classify("세종대왕 업적", "세종대왕의 주요 업적은 무엇인가?").strategy == "question-fragment"
     assert classify("mixed 東京タワー height", "How tall is 東京タワー?").strategy != "off-task"
+
+
+def test_react_trace_in_a_prompt_field_after_few_shot_examples(tmp_path):
+    trace = ("Solve the task. Example:\nQuestion: Who wrote X?\nAction 1: Search[X author]\nObservation 1: Y.\n"
+             "Action 2: Finish[Y]\n\nQuestion: Where is the Kell?\nThought 1: search\n"
+             "action 1: WikiSearch[Kell river]\nobservation 1: The Kell flows through Dunmore.\n"
+             "Action 2: Finish[Dunmore]")
+    p = tmp_path / "p.jsonl"
+    p.write_text(json.dumps({"prompt": trace, "score": 1}) + "\n")
+    run = read_run(p)
+    assert run.fmt == "react" and run.episodes[0].queries == ["Kell river"]
+    assert run.episodes[0].question == "Where is the Kell?"

@@ -415,10 +415,16 @@ def _trend_runs(runs: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
-    """Write the PNG plots; return {title: file name}."""
+    """Write the PNG plots; return {title: file name}. Matplotlib's settings (a CJK fallback font) are
+    restored afterwards."""
     import matplotlib
 
     matplotlib.use("Agg")
+    with matplotlib.rc_context():
+        return _make_plots(summary, out)
+
+
+def _make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
     runs = summary["runs"]
