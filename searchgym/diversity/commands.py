@@ -11,16 +11,19 @@ from typing import Annotated, Any
 
 import typer
 
-FORMAT_HELP = ("auto (default) | searchgym | verl | search-r1 | chat | react | react-log | jsonl. "
-               "auto detects each file: searchgym trajectories, verl rollout dumps (input/output), chat "
-               "'messages', ReAct traces, decoded texts with <search>/<tool_call>/<|begin_of_query|>/"
-               "<|begin_search_query|> calls, plain-text ReAct logs.")
+FORMAT_HELP = ("auto (default) | searchgym | verl | search-r1 | chat | react | react-log | train-log | jsonl. "
+               "auto detects each file by its structure: searchgym trajectories, verl dumps (input/output), chat "
+               "turns under any key (role/content or ShareGPT from/value), ReAct traces in any field, decoded texts "
+               "with <search>/<tool_call>/<|begin_of_query|>/<|begin_search_query|> calls, plain-text ReAct logs, "
+               "training stdout logs (Solution string: samples, step lines). Containers: JSONL, JSON, CSV/TSV, "
+               "Parquet, gzip of any; a pipe works.")
 
 
 def analyze_command(
     runs: Annotated[list[Path], typer.Argument(
         help="Run files or folders: searchgym trajectories, verl rollout/validation dumps, Search-R1 / "
-             "R1-Searcher / Search-o1 outputs, chat transcripts, ReAct traces or logs, JSONL or JSON.")],
+             "R1-Searcher / Search-o1 outputs, chat transcripts, ReAct traces or logs, training stdout logs; "
+             "JSONL, JSON, CSV/TSV, Parquet, gzipped or not; a named pipe.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Output folder for report.md, report.html, summary.json and the PNGs.")] = Path(
         "analysis"),
