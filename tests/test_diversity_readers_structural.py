@@ -26,6 +26,7 @@ S = Path(__file__).parent / "fixtures" / "diversity" / "structural"
     ("reemitted.jsonl", "verl", 1, 3),              # earlier turns re-emitted: each call once
     ("sidecar.jsonl", "search-r1", 1, 2),           # evidence beside the text
     ("train_stdout.log", "train-log", 4, 5),        # ANSI, pid / rank prefixes, step lines, markers
+    ("verl_stdout.log", "train-log", 3, 4),         # verl's [prompt] / [response] / [score] printout
     ("chinese.jsonl", "search-r1", 3, 5),
     ("instruction_no_reward.jsonl", "search-r1", 2, 2),
 ])
@@ -74,6 +75,13 @@ def test_training_log_steps_questions_and_exact_match():
     assert run.episodes[0].question == "Who founded Port Elsin?"
     assert [e.success for e in run.episodes] == [True, False, True, True]
     assert run.episodes[3].queries == ["Where was Mara Quill born?", "Mara Quill Elsin"]
+
+
+def test_verl_stdout_prompt_response_score_and_steps():
+    run = read_run(S / "verl_stdout.log")
+    assert [(e.step, e.reward) for e in run.episodes] == [(1, 1.0), (2, 0.0), (3, 1.0)]
+    assert run.episodes[0].queries == ["Port Elsin founder"]  # not the system prompt's "<search> query </search>"
+    assert run.episodes[2].question == "Who founded Port Elsin?"
 
 
 def test_parquet_and_gzip_containers(tmp_path):

@@ -17,8 +17,16 @@ from typing import Any
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PREFIX = re.compile(r"^(?:\([^()\n]{0,120}?pid=\d+[^()\n]{0,80}\)\s?|\[rank\d+\]:\s?)+")
 _STEP = re.compile(r"^\s*(?:epoch\s*\d+\s*[,:|]\s*)?(?:global[_ ])?step\s*[:=]?\s*(\d+)\b", re.IGNORECASE)
-_MARKERS = {"solution string:": "sequence", "golden answers:": "golden_answers", "golden answer:": "golden_answers",
-            "extracted answer:": "prediction", "ground truth:": "golden_answers"}
+# marker (lower case, at a line start) -> (record field, whether it starts a new sample)
+_MARKERS: dict[str, tuple[str, bool]] = {
+    "solution string:": ("sequence", True),   # Search-R1's qa_em reward (a whole decoded sequence)
+    "[prompt]": ("input", True),               # verl's NaiveRewardManager: prompt, then response
+    "[response]": ("output", False),
+    "golden answers:": ("golden_answers", False), "golden answer:": ("golden_answers", False),
+    "ground truth:": ("golden_answers", False), "[ground_truth]": ("golden_answers", False),
+    "extracted answer:": ("prediction", False),
+    "[score]": ("score", False),
+}
 _SEPARATOR = re.compile(r"^\s*(?:-{8,}|={8,})\s*$")
 SAMPLE_MARKER = "Solution string:"
 
@@ -33,24 +41,34 @@ def clean_line(line: str) -> str:
 
 
 def looks_like_training_log(head: str) -> bool:
-    return SAMPLE_MARKER.lower() in head.lower()
+    low = head.lower()
+    return SAMPLE_MARKER.lower() in low or ("[prompt]" in low and "[response]" in low)
 
 
 def training_log_records(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) per printed sample: ``sequence`` (the solution string), ``step`` (or None),
-    ``golden_answers`` and ``prediction`` where printed."""
+    """(line number, record) per printed sample: ``sequence`` (Search-R1's solution string) or ``input`` +
+    ``output`` (verl's ``[prompt]`` / ``[response]``), ``step`` (or None), and ``golden_answers``,
+    ``prediction``, ``score`` where printed. A field runs over the lines up to the next marker, separator or
+    step line."""
     step: int | None = None
     cur: dict[str, Any] | None = None
     cur_line = 0
-    seq: list[str] = []
-    pending: dict[str, Any] = {}  # answers printed just before their solution string
+    key = ""
+    buf: list[str] = []
+    pending: dict[str, Any] = {}  # answers printed just before their sample (Search-R1 prints them first)
+
+    def close_field() -> None:
+        nonlocal buf
+        if cur is not None and key:
+            cur[key] = "\n".join(buf).strip() if key in ("sequence", "input", "output") else " ".join(buf).strip()
+        buf = []
 
     def flush() -> Iterator[tuple[int, dict[str, Any]]]:
-        nonlocal cur, seq
-        if cur is not None:
-            cur["sequence"] = "\n".join(seq)
+        nonlocal cur, key
+        close_field()
+        if cur is not None and ("sequence" in cur or "output" in cur):
             yield cur_line, cur
-        cur, seq = None, []
+        cur, key = None, ""
 
     for lineno, raw in enumerate(text.split("\n"), 1):
         line = clean_line(raw)
@@ -61,27 +79,30 @@ def training_log_records(text: str) -> Iterator[tuple[int, dict[str, Any]]]:
             pending = {}
             continue
         low = line.lstrip().lower()
-        key = next((v for k, v in _MARKERS.items() if low.startswith(k)), None)
-        if key is not None:
-            body = line.lstrip()[len(next(k for k in _MARKERS if low.startswith(k))):].strip()
-            if key == "sequence":
+        marker = next((k for k in _MARKERS if low.startswith(k)), None)
+        if marker is not None:
+            field, starts = _MARKERS[marker]
+            body = line.lstrip()[len(marker):].strip()
+            if starts or cur is None and field in ("output",):
                 yield from flush()
                 cur = {"step": step, **pending}
                 pending = {}
                 cur_line = lineno
-                seq = [body]
-            else:
-                if cur is not None and key not in cur:
-                    cur[key] = body  # printed after the sample
-                else:
-                    yield from flush()
-                    pending[key] = body
+            elif cur is None or field in cur or (field == key):
+                if cur is not None and field in cur:
+                    yield from flush()  # a second answer line: it belongs to the next sample
+                if cur is None:
+                    pending[field] = body
+                    continue
+            close_field()
+            key = field
+            buf = [body]
             continue
         if _SEPARATOR.match(line):
             yield from flush()
             continue
-        if cur is not None:
-            seq.append(line)
+        if cur is not None and key:
+            buf.append(line)
     yield from flush()
 
 

@@ -29,6 +29,7 @@ from searchgym.diversity.readers.transcripts import (
     _finish,
     _Opts,
     _parse_sequence,
+    _parse_verl,
     _Parsed,
 )
 from searchgym.errors import TrajectoryFormatError
@@ -114,7 +115,8 @@ def _react_log_records(path: str | os.PathLike[str] | Source, *,
 
 
 def _train_log_records(src: Source, opts: _Opts, stats: ReadStats, lenient: bool) -> Iterator[_Parsed]:
-    """Parsed samples of a training stdout log (``logs``): each a decoded sequence with its step."""
+    """Parsed samples of a training stdout log (``logs``): each a decoded sequence (or a prompt and its
+    response) with its step."""
     text = src.data.decode("utf-8", errors="replace")
     opts.field = "sequence"
     for lineno, rec in L.training_log_records(text):
@@ -122,6 +124,9 @@ def _train_log_records(src: Source, opts: _Opts, stats: ReadStats, lenient: bool
         if em is not None:
             rec["em"] = em
         try:
-            yield _parse_sequence(rec, src.path, lineno, stats, opts, None)
+            if "output" in rec:  # verl's [prompt] / [response] printout: the response is the agent's text
+                yield _parse_verl(rec, src.path, lineno, stats, opts, None)
+            else:
+                yield _parse_sequence(rec, src.path, lineno, stats, opts, None)
         except TrajectoryFormatError as exc:
             _skip_or_raise(_BadRecord("unreadable sample", str(exc)), f"{src.path}, line {lineno}", stats, lenient)
