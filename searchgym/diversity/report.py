@@ -314,29 +314,40 @@ def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[s
                     nov[f"{a} vs {b}"] = M.novelty(Counter(flats[a]), Counter(flats[b]))
         out["js_divergence"][lv] = js
         out["novelty"][lv] = nov
-        out.setdefault("js_noise", {})[lv] = {nm: _split_half_js(flats[nm], labs[i], seed=seed)
-                                              for i, nm in enumerate(names)}
+        if len(names) >= 2:  # (only a comparison has a divergence to judge)
+            out.setdefault("js_noise", {})[lv] = {nm: _split_half_js(flats[nm], labs[i], seed=seed)
+                                                  for i, nm in enumerate(names)}
     return out
 
 
-def _split_half_js(labels: list[str], lab: Labels, *, seed: int, reps: int = 5) -> float | None:
-    """Same-run noise of JS: the mean JS between two random halves of a run's episodes (at the smaller half's
-    count). A divergence between runs at or below it is not evidence of a difference."""
-    if len(lab.episodes) < 4 or len(labels) != len(lab.ep_of):
+def _split_half_js(labels: list[str], lab: Labels, *, seed: int, reps: int = 3) -> float | None:
+    """Same-run noise of JS: the mean JS divergence between two random halves of a run's episodes (each half
+    drawn down to the smaller half's count). A divergence between runs at or below it is not evidence of a
+    difference."""
+    n_eps = len(lab.episodes)
+    if n_eps < 4 or not labels or len(labels) != len(lab.ep_of):
         return None
     rng = np.random.default_rng(seed + 11)
-    by_ep: dict[int, list[int]] = {}
-    for i, e in enumerate(lab.ep_of):
-        by_ep.setdefault(e, []).append(i)
-    eps = list(by_ep)
+    codes = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)[1].ravel()
+    k = int(codes.max()) + 1
+    ep = np.asarray(lab.ep_of, dtype=np.int64)
     vals = []
     for _ in range(reps):
-        perm = rng.permutation(len(eps))
-        h = len(eps) // 2
-        a = [labels[i] for j in perm[:h] for i in by_ep[eps[j]]]
-        b = [labels[i] for j in perm[h:] for i in by_ep[eps[j]]]
-        if a and b:
-            vals.append(_js_at(a, b, min(len(a), len(b)), draws=3, seed=seed))
+        in_a = np.zeros(n_eps, dtype=bool)
+        in_a[rng.permutation(n_eps)[:n_eps // 2]] = True
+        mask = in_a[ep]
+        a, b = codes[mask], codes[~mask]
+        m = min(len(a), len(b))
+        if not m:
+            continue
+        a = a if len(a) == m else rng.choice(a, m, replace=False)
+        b = b if len(b) == m else rng.choice(b, m, replace=False)
+        p, q = np.bincount(a, minlength=k) / m, np.bincount(b, minlength=k) / m
+        mix = (p + q) / 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            js = 0.5 * np.where(p > 0, p * np.log(p / mix), 0.0).sum() + \
+                0.5 * np.where(q > 0, q * np.log(q / mix), 0.0).sum()
+        vals.append(float(js))
     return float(np.mean(vals)) if vals else None
 
 
