@@ -146,6 +146,8 @@ def _without_reemitted(turns: list[_Turn]) -> list[_Turn]:
     far (at least two different turns), calls and observations alike: one executed call then appears twice
     in the text and counts once. A search repeated on its own (a looping agent, ``A A A`` or an ``A`` again
     after ``B``) is kept: that is the agent searching again, a figure the analysis must see."""
+    if len(turns) < 4:  # a re-emission needs two different turns and their repeat
+        return turns
     keys = [_turn_key(t) for t in turns]
     kept: list[int] = []
     i, n = 0, len(turns)
