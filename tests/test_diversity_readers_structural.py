@@ -177,3 +177,29 @@ def test_react_trace_in_a_prompt_field_after_few_shot_examples(tmp_path):
     run = read_run(p)
     assert run.fmt == "react" and run.episodes[0].queries == ["Kell river"]
     assert run.episodes[0].question == "Where is the Kell?"
+
+
+def test_container_edge_cases(tmp_path, monkeypatch):
+    from searchgym.diversity.readers import containers
+    from searchgym.errors import TrajectoryFormatError
+
+    bomb = tmp_path / "bomb.jsonl.gz"
+    bomb.write_bytes(gzip.compress(b"\n" * 5_000_000))
+    monkeypatch.setattr(containers, "MAX_DECOMPRESSED", 1_000_000)
+    with pytest.raises(TrajectoryFormatError, match="decompresses to more than"):
+        read_run(bomb)
+    monkeypatch.undo()
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"question": "q", "queries": ["a"]}, {"question": }]')
+    with pytest.raises(TrajectoryFormatError, match="record 1"):
+        read_run(bad, text_field="queries")
+    chat_csv = tmp_path / "chat.csv"
+    turns = [{"role": "user", "content": "Who founded Port Elsin?"},
+             {"role": "assistant", "content": "<search>Port Elsin</search>"},
+             {"role": "tool", "content": "<information>founded by Oren Vale</information>"}]
+    with chat_csv.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "history"])
+        w.writerow(["1", json.dumps(turns)])  # a cell holding a JSON transcript
+    run = read_run(chat_csv)
+    assert run.fmt == "chat" and run.episodes[0].queries == ["Port Elsin"]
