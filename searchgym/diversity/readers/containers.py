@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import os
 import re
@@ -98,12 +99,27 @@ def _sniff(path: Path, data: bytes) -> str:
         except (ValueError, UnicodeDecodeError, RecursionError):
             return "json-object"  # a pretty-printed object (or a broken first line: reported later)
         return "jsonl"
-    line1 = head.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
+    if name.endswith((".log", ".txt", ".out", ".err")):
+        return "text"
+    text = head.decode("utf-8", errors="replace")
+    line1 = text.split("\n", 1)[0].strip()
     for sep, kind in (("\t", "tsv"), (",", "csv")):
         cols = line1.split(sep)
-        if len(cols) >= 2 and all(_HEADER_FIELD.match(c.strip().strip('"')) for c in cols):
+        if len(cols) >= 2 and all(_HEADER_FIELD.match(c.strip().strip('"')) for c in cols) and \
+                _rows_agree(text, sep, len(cols)):
             return kind
     return "text"
+
+
+def _rows_agree(text: str, sep: str, n: int) -> bool:
+    """A header of ``n`` fields followed by rows of ``n`` fields (the first few, quotes respected): a table,
+    not a log whose first line happens to hold a comma ("epoch 0, step 17")."""
+    try:
+        rows = list(itertools.islice(csv.reader(io.StringIO(text), delimiter=sep), 6))
+    except csv.Error:
+        return False
+    rows = rows[:-1] if len(rows) > 2 else rows  # the last row of a 64 KB head may be cut
+    return len(rows) >= 2 and all(len(r) == n for r in rows[1:] if r)
 
 
 def load(path: str | os.PathLike[str]) -> Source:
