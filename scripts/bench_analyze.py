@@ -10,8 +10,15 @@ whether the cost is linear (flat within 2x); q/s over CPU time is printed too (s
 It also times the readers on adversarial 1 MB lines (40,000+ unclosed tags and the like), which the
 quadratic readers before this one took minutes on.
 
-    python scripts/bench_analyze.py            # 10k, 100k queries; both formats (a few minutes at most)
+    python scripts/bench_analyze.py            # 10k, 100k queries; all formats (a few minutes at most)
     python scripts/bench_analyze.py --large    # + 1M queries
+    # against an earlier version, on the same files in the same run (a shared machine's speed varies):
+    mkdir -p /tmp/ref && git archive REV searchgym | tar -x -C /tmp/ref
+    python scripts/bench_analyze.py --sizes 30000 --reference /tmp/ref
+
+Formats: verl ``<tool_call>`` dumps, searchgym trajectories, and a training stdout log (ANSI codes, process
+prefixes, step lines, ``Solution string:`` samples; read only by this version, so not run against a
+reference).
 """
 
 from __future__ import annotations
@@ -86,7 +93,33 @@ def write_searchgym(path: Path, n_queries: int, seed: int = 0) -> None:
             fh.write(json.dumps(rec) + "\n")
 
 
-WRITERS = {"verl-toolcall": write_verl, "searchgym": write_searchgym}
+def write_train_log(path: Path, n_queries: int, seed: int = 0) -> None:
+    """The raw stdout of a training run: ANSI colours, ``(main_task pid=…)`` prefixes, ``epoch 0, step N``
+    lines and Search-R1 samples between ``Golden answers:`` / ``Extracted answer:`` / ``Solution string:``."""
+    rng = random.Random(seed)
+    n_eps = n_queries // QUERIES_PER_EPISODE
+    pre = "(main_task pid=40211) "
+    with path.open("w", encoding="utf-8") as fh:
+        step = -1
+        for i in range(n_eps):
+            s = i * 10 // n_eps
+            if s != step:
+                step = s
+                fh.write(f"{pre}\x1b[36mepoch 0, step {step}\x1b[0m\n")
+            question, qs, docs, ans = _episode(rng)
+            body = "".join(f"<search> {q} </search>\n<information>{' '.join(d)}</information>\n"
+                           for q, d in zip(qs, docs))
+            text = (f"<|im_start|>user\nAnswer the question. Question: {question}<|im_end|>\n<|im_start|>assistant\n"
+                    f"{body}<answer> {ans} </answer><|im_end|>")
+            fh.write(f"{pre}--------------------------------\n{pre}Golden answers: ['{ans}']\n"
+                     f"{pre}Extracted answer: {ans}\n")
+            fh.write("".join(f"{pre}{'Solution string: ' if j == 0 else ''}{line}\n"
+                             for j, line in enumerate(text.split("\n"))))
+
+
+WRITERS = {"verl-toolcall": write_verl, "searchgym": write_searchgym, "train-log": write_train_log}
+# End-to-end queries/s of the readers + slot-level analysis before issue 20 (same script, same sizes):
+REFERENCE_QPS = (10_900, 17_500)
 
 
 def one(fmt: str, n: int, path: str, n_boot: int) -> dict:
@@ -129,12 +162,27 @@ def adversarial() -> list[tuple[str, int, float]]:
     return out
 
 
+def _measure(fmt: str, n: int, path: Path, n_boot: int, reference: str | None) -> dict:
+    """One configuration in a fresh subprocess (of this version, or of the ``reference`` source tree)."""
+    env = dict(os.environ)
+    if reference:
+        env["PYTHONPATH"] = os.path.abspath(reference) + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run([sys.executable, __file__, "--one", fmt, str(n), str(path), "--n-boot", str(n_boot)],
+                         capture_output=True, text=True, check=False, env=env, cwd=tempfile.gettempdir())
+    if res.returncode != 0:
+        print(res.stderr, file=sys.stderr)
+        raise SystemExit(res.returncode)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--large", action="store_true", help="add the 1M-query files")
     ap.add_argument("--sizes", type=str, default=None, help="comma-separated query counts (overrides defaults)")
     ap.add_argument("--n-boot", type=int, default=200, help="bootstrap resamples (as the CLI default)")
     ap.add_argument("--one", nargs=3, metavar=("FORMAT", "N", "PATH"), help=argparse.SUPPRESS)
+    ap.add_argument("--reference", type=str, default=None,
+                    help="a source tree of an earlier searchgym (holding searchgym/): run the same files with it")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.n_boot)))
@@ -145,15 +193,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         for fmt, writer in WRITERS.items():
             for n in sizes:
-                path = Path(d) / f"{fmt}-{n}.jsonl"
+                path = Path(d) / f"{fmt}-{n}.{'log' if fmt == 'train-log' else 'jsonl'}"
                 writer(path, n)
-                res = subprocess.run([sys.executable, __file__, "--one", fmt, str(n), str(path),
-                                      "--n-boot", str(args.n_boot)], capture_output=True, text=True, check=False)
-                if res.returncode != 0:
-                    print(res.stderr, file=sys.stderr)
-                    raise SystemExit(res.returncode)
-                r = json.loads(res.stdout.strip().splitlines()[-1])
+                r = _measure(fmt, n, path, args.n_boot, None)
                 r["file_mb"] = os.path.getsize(path) / 1e6
+                if args.reference and fmt != "train-log":
+                    ref = _measure(fmt, n, path, args.n_boot, args.reference)
+                    r["ref_qps"], r["ref_cpu_qps"] = ref["qps"], ref["cpu_qps"]
                 rows.append(r)
                 print(f"{fmt:14s} {r['queries']:>9,d} queries {r['file_mb']:7.1f} MB  read {r['read_s']:7.2f} s "
                       f"({r['read_qps']:>9,.0f} q/s)  analyze {r['analyze_s']:7.2f} s  total {r['qps']:>9,.0f} q/s  "
@@ -167,6 +213,18 @@ def main() -> None:
     for r in rows:
         print(f"| {r['format']} | {r['queries']:,} | {r['file_mb']:.1f} | {r['read_qps']:,.0f} | {r['analyze_s']:.2f} "
               f"| {r['qps']:,.0f} | {r['us_per_query']:.1f} | {r['cpu_qps']:,.0f} | {r['peak_rss_mb']:.0f} |")
+    if args.reference:
+        print("\n| format | queries | total q/s now | total q/s reference | ratio | CPU q/s now | CPU q/s reference |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for r in rows:
+            if "ref_qps" in r:
+                print(f"| {r['format']} | {r['queries']:,} | {r['qps']:,.0f} | {r['ref_qps']:,.0f} | "
+                      f"{r['qps'] / r['ref_qps']:.2f} | {r['cpu_qps']:,.0f} | {r['ref_cpu_qps']:,.0f} |")
+    lo, hi = REFERENCE_QPS
+    worst = min(r["qps"] for r in rows)
+    print(f"\nrecorded before issue 20 (another day's machine load): {lo:,}-{hi:,} q/s end to end; slowest row "
+          f"now {worst:,.0f} q/s. Compare with --reference on the same run: wall-clock figures move with the "
+          "load of a shared machine")
     print("\nadversarial lines (read_run):")
     for name, size, secs in adversarial():
         print(f"  {name:45s} {size / 1e6:5.2f} MB  {secs:6.3f} s")

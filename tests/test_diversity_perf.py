@@ -95,15 +95,19 @@ def test_rarefied_diversity_without_ci_has_the_estimates_of_the_run_with_ci():
 
 
 def _names_direct(texts):
-    """EvidenceContext's names as one capitalised run at a time (``_cap_runs``)."""
+    """EvidenceContext's names as one capitalised run at a time (``_cap_runs``), each with the names inside
+    it (``name_parts``: coordinated names, leading prefixes); acronyms count however short."""
+    from searchgym.diversity.strategy import is_acronym, name_parts
+
     names = set()
     for text in texts:
         for _, _, span in _cap_runs(text):
-            if span and len(span) > 2:
-                key = normalize(span)
-                toks = key.split()
-                if toks and not all(t in _STOP for t in toks):
-                    names.add(key)
+            if span and (len(span) > 2 or is_acronym(span)):
+                for part in name_parts(span):
+                    key = normalize(part)
+                    toks = key.split()
+                    if toks and (not all(t in _STOP for t in toks) or is_acronym(part)):
+                        names.add(key)
     return names
 
 

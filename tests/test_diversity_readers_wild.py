@@ -96,10 +96,10 @@ def test_react_plain_text_log_with_two_trials():
     assert run.fmt == "react-log" and run.read_stats.container == "text"
     got = [(e.step, e.series, e.question, e.queries, e.answer, e.success) for e in run.episodes]
     assert got == [
-        (1, "trial 1", Q1, ["Port Elsin"], "Oren Vale", True),
-        (1, "trial 1", Q3, ["Mara Quill", "Mara Quill birthplace"], "Elsin", False),
-        (2, "trial 2", Q3, ["Mara Quill"], "Dunmore", True),
-    ]  # the few-shot example between "Here are some examples" and "(END OF EXAMPLES)" is no episode
+        (None, "trial 1", Q1, ["Port Elsin"], "Oren Vale", True),
+        (None, "trial 1", Q3, ["Mara Quill", "Mara Quill birthplace"], "Elsin", False),
+        (None, "trial 2", Q3, ["Mara Quill"], "Dunmore", True),
+    ]  # trials are a series of their own, never training steps  # the few-shot example between "Here are some examples" and "(END OF EXAMPLES)" is no episode
     assert run.episodes[1].turns == [0, 1] and run.episodes[1].evidence[0] == ["Mara Quill is a writer."]
     assert [e.source_line for e in run.episodes] == [11, 21, 34]
     assert [e.queries for e in read_react_log(W / "react_log.txt")] == [e.queries for e in run.episodes]
@@ -111,8 +111,8 @@ def test_react_log_trial_markers_of_other_shapes(tmp_path):
     p = tmp_path / "run.log"
     p.write_text(log)
     run = read_run(p)
-    assert [(e.step, e.series, e.queries) for e in run.episodes] == [(0, "trial 0", ["alpha"]),
-                                                                     (2, "attempt 2", ["beta"])]
+    assert [(e.step, e.series, e.queries) for e in run.episodes] == [(None, "trial 0", ["alpha"]),
+                                                                     (None, "attempt 2", ["beta"])]
 
 
 def test_chat_transcripts_openai_tool_calls_and_tags():

@@ -57,7 +57,7 @@ def test_analyze_runs_summary_shape_and_values(tmp_path):
     assert (seq["episodes_correct"], seq["episodes_incorrect"]) == (10, 2)
     assert seq["distinct"] < 12 and seq["distinct_correct"] <= 10
     assert 0 < run["text"]["distinct_2_within"] <= 1
-    assert set(summary["comparisons"]["js_divergence"]["slot"]) == {"verl_rollouts vs search_r1_dump"}
+    assert set(summary["divergence"]["js_divergence"]["slot"]) == {"verl_rollouts vs search_r1_dump"}
     for name in ("report.md", "report.html", "entropy_vs_step.png", "moves.png", "pass_at_k.png",
                  "top_templates_verl_rollouts.png", "reward_vs_entropy.png"):
         assert (out / name).exists(), name

@@ -6,23 +6,24 @@ labels) and handed to the analysis core as ``Run`` objects; errors are one line 
 
 from __future__ import annotations
 
-import inspect
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-FORMAT_HELP = ("auto (default) | searchgym | verl | search-r1 | chat | react | react-log | jsonl. "
-               "auto detects each file: searchgym trajectories, verl rollout dumps (input/output), chat "
-               "'messages', ReAct traces, decoded texts with <search>/<tool_call>/<|begin_of_query|>/"
-               "<|begin_search_query|> calls, plain-text ReAct logs.")
+FORMAT_HELP = ("auto (default) | searchgym | verl | search-r1 | chat | react | react-log | train-log | jsonl. "
+               "auto detects each file by its structure: searchgym trajectories, verl dumps (input/output), chat "
+               "turns under any key (role/content or ShareGPT from/value), ReAct traces in any field, decoded texts "
+               "with <search>/<tool_call>/<|begin_of_query|>/<|begin_search_query|> calls, plain-text ReAct logs, "
+               "training stdout logs (Solution string: samples, step lines). Containers: JSONL, JSON, CSV/TSV, "
+               "Parquet, gzip of any; a pipe works.")
 
 
 def analyze_command(
     runs: Annotated[list[Path], typer.Argument(
         help="Run files or folders: searchgym trajectories, verl rollout/validation dumps, Search-R1 / "
-             "R1-Searcher / Search-o1 outputs, chat transcripts, ReAct traces or logs, JSONL or JSON.")],
+             "R1-Searcher / Search-o1 outputs, chat transcripts, ReAct traces or logs, training stdout logs; "
+             "JSONL, JSON, CSV/TSV, Parquet, gzipped or not; a named pipe.")],
     out: Annotated[Path, typer.Option(
         "--out", "-o", help="Output folder for report.md, report.html, summary.json and the PNGs.")] = Path(
         "analysis"),
@@ -51,6 +52,13 @@ def analyze_command(
     n_boot: Annotated[int, typer.Option(help="Bootstrap resamples for the confidence intervals.")] = 200,
     seed: Annotated[int, typer.Option(help="Seed for subsampling and bootstrap.")] = 0,
     no_plots: Annotated[bool, typer.Option("--no-plots", help="Skip the PNG plots.")] = False,
+    strict: Annotated[bool, typer.Option(
+        "--strict", help="Stop at the first unreadable run file (default: analyse the readable ones, list "
+                         "the others with their reason, and exit 1 at the end).")] = False,
+    search_tools: Annotated[str | None, typer.Option(
+        "--search-tools", help="Comma-separated ReAct / function tool names that are searches (added to the "
+                               "defaults: search, bingsearch, websearch, googlesearch, search_engine, "
+                               "retrieve, wikipedia, …).")] = None,
 ) -> None:
     """Analyse the query strategies of one or more runs and write a report (markdown, HTML, PNG, summary.json)."""
     from rich.console import Console
@@ -61,32 +69,53 @@ def analyze_command(
     if not console.is_terminal:  # a file or pipe does not wrap: never crop the table at 80 columns
         console = Console(width=200)
     err = Console(stderr=True)
+    failed: list[tuple[Path, str]] = []
     try:
         summary, read = _analyze(runs, out, fmt=fmt, query_tags=query_tags, labels=label or [], lenient=lenient,
                                  text_field=text_field, step_field=step_field, question_field=question_field,
                                  reward_field=reward_field, levels=levels, semantic=semantic, titles=titles,
-                                 success_threshold=success_threshold, n_boot=n_boot, seed=seed, plots=not no_plots)
+                                 success_threshold=success_threshold, n_boot=n_boot, seed=seed, plots=not no_plots,
+                                 strict=strict, failed=failed, search_tools=search_tools)
     except (SearchGymError, OSError) as exc:
-        msg = " ".join(str(exc).split()) or type(exc).__name__
-        err.print(f"error: {msg}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+        for path, why in failed:
+            err.print(f"unreadable: {path}: {why}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     for run in read:
         console.print(_read_line(run), markup=False, highlight=False, soft_wrap=True)
+    for v in summary.get("verdict") or []:
+        console.print(f"verdict: {v}", markup=False, highlight=False, soft_wrap=True)
     console.print(summary_table(summary, read, levels=levels))
     for name, r in summary.get("runs", {}).items():
         for w in r.get("warnings") or []:
             console.print(f"warning ({name}): {w}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: {out / 'report.md'}, {out / 'report.html'}, {out / 'summary.json'}",
                   markup=False, highlight=False, soft_wrap=True)
+    if failed:
+        for path, why in failed:
+            err.print(f"unreadable: {path}: {why}", markup=False, highlight=False, soft_wrap=True)
+        err.print(f"error: {len(failed)} of {len(runs)} run files could not be read (listed above and in the "
+                  "report); the others were analysed", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(code=1)
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for an error: an OSError as its reason and file, never a bare ``[Errno N]``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror.lower()}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels: list[str], lenient: bool,
              text_field: str | None, step_field: str | None, question_field: str | None,
              reward_field: str | None, levels: str, semantic: bool, titles: Path | None,
-             success_threshold: float, n_boot: int, seed: int, plots: bool) -> tuple[dict[str, Any], list[Any]]:
+             success_threshold: float, n_boot: int, seed: int, plots: bool, strict: bool = True,
+             failed: list[tuple[Path, str]] | None = None,
+             search_tools: str | None = None) -> tuple[dict[str, Any], list[Any]]:
     from searchgym.diversity import report
     from searchgym.diversity.readers import read_run
-    from searchgym.errors import ConfigError
+    from searchgym.errors import ConfigError, SearchGymError
 
     if labels and len(labels) != len(paths):
         raise ConfigError(f"give one --label per run file: {len(paths)} files, {len(labels)} labels")
@@ -95,28 +124,32 @@ def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels:
     lv = [x.strip() for x in levels.split(",") if x.strip()]
     if semantic and "semantic" not in lv:
         lv.append("semantic")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is an existing file, not a folder: name a folder (created if missing)")
     title_list: list[str] = []
     if titles is not None:
         title_list = [t.strip() for t in titles.read_text(encoding="utf-8").splitlines() if t.strip()]
+    tools = tuple(t.strip() for t in (search_tools or "").split(",") if t.strip())
+    failed = failed if failed is not None else []
     runs = []
     for i, p in enumerate(paths):
-        runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
-                             label=labels[i] if labels else None, text_field=text_field, step_field=step_field,
-                             question_field=question_field, reward_field=reward_field,
-                             success_threshold=success_threshold))
+        try:
+            runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
+                                 label=labels[i] if labels else None, text_field=text_field, step_field=step_field,
+                                 question_field=question_field, reward_field=reward_field,
+                                 success_threshold=success_threshold, search_tools=tools))
+        except (SearchGymError, OSError) as exc:
+            if strict:
+                raise
+            failed.append((p, error_line(exc)))
+    if not runs:
+        raise ConfigError(f"none of the {len(paths)} run files could be read")
     _unique_labels(runs)
     kw = {"levels": lv, "titles": title_list, "success_threshold": success_threshold, "n_boot": n_boot,
           "seed": seed}
-    params = inspect.signature(report.analyze_runs).parameters
-    if "runs_or_paths" in params:  # the analysis core reads Run objects directly
-        summary = report.analyze_runs(runs, out, plots=plots, **kw)
-    else:  # older report module: analyse the runs read here and write its files
-        summary = report.analyze(runs, **kw)
-        out.mkdir(parents=True, exist_ok=True)
-        images = report.make_plots(summary, out) if plots else {}
-        report._atomic_write(out / "summary.json", json.dumps(summary, indent=2, ensure_ascii=False))
-        report._atomic_write(out / "report.md", report.render_markdown(summary, images))
-        report._atomic_write(out / "report.html", report.render_html(summary, images, out))
+    if failed:
+        kw["unreadable"] = [{"path": str(p), "reason": why} for p, why in failed]
+    summary = report.analyze_runs(runs, out, plots=plots, **kw)
     return summary, runs
 
 
@@ -132,6 +165,16 @@ def _unique_labels(runs: list[Any]) -> None:
 def _read_line(run: Any) -> str:
     st = run.read_stats
     parts = [f"{st.episodes} episodes", f"{st.queries} queries", f"{st.malformed} malformed calls"]
+    steps = {e.step for e in run.episodes if e.step is not None}
+    if steps:
+        parts.append(f"{len(steps)} steps")
+    series = {e.series for e in run.episodes if e.series is not None and e.step is None}
+    if series:
+        parts.append(f"{len(series)} trials (not steps)")
+    if getattr(st, "reemitted", 0):
+        parts.append(f"{st.reemitted} re-emitted turns (each call counted once)")
+    if getattr(st, "sidecar", 0):
+        parts.append(f"evidence beside the text in {st.sidecar} episodes")
     if st.unexecuted:
         parts.append(f"{st.unexecuted} calls never executed (not counted)")
     if st.other_calls:

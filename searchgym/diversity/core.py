@@ -332,7 +332,7 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
     lab = Labels(episodes=list(episodes), ep_of=[], turn_of=[], texts=[], levels={lv: [] for lv in levels},
                  strategy=[], copies=[], sources=[], group_of_ep=[], step_of_ep=[], moves=[], ctars=[],
                  yields=[], dups=[])
-    template_entry, level_string = templater._entry, templater._level
+    template_entry, level_string = templater.entry_in, templater._level
     # (bound methods: the loop below runs once per query)
     level_plan = [(None if lv == "string" else _LEVEL_SLOT[lv], lab.levels[lv].append) for lv in text_levels]
     add_strategy, add_copy, add_sources = lab.strategy.append, lab.copies.append, lab.sources.append
@@ -347,7 +347,7 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
         ev_list = list(ep.evidence or [])
         ti_list = list(ep.titles or [])
         ctx = EvidenceContext()
-        seen: tuple[str, ...] = ()
+        seen = templater.titles_context()  # grows in place: memory linear in the episode's titles
         pending: list[int] = []
         cur = None
         nquestion = normalize(ep.question) if ep.question else None
@@ -357,8 +357,8 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
                 for j in pending:
                     ti = ti_list[j] if j < len(ti_list) else []
                     ctx.add(ev_list[j] if j < len(ev_list) else (), ti)
-                    if ti:
-                        seen = seen + tuple(ti)
+                    for t in ti:
+                        templater.add_title(seen, t)
                 pending = []
                 cur = turns[i]
             if text_levels:  # (= templater.templates(q, text_levels, ...), without building its dict)
@@ -426,6 +426,7 @@ class _Groups:
     all_by_q: dict[Any, list[int]]
     first_by_q: dict[Any, list[int]]
     firsts: list[int]
+    multi: frozenset = frozenset()  # groups with queries from >= 2 episodes (the only ones MI may use)
 
 
 _NO_MI = {"mi": float("nan"), "mi_plugin": float("nan"), "mi_shuffle": float("nan"), "k": 0.0,
@@ -444,6 +445,7 @@ def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
     all_by_q: dict[Any, list[int]] = {}
     first_by_q: dict[Any, list[int]] = {}
     firsts: list[int] = []
+    eps_of: Counter = Counter()
     group_of_ep = lab.group_of_ep
     for e in ep_idx:
         g = group_of_ep[e]
@@ -455,7 +457,8 @@ def _groups(lab: Labels, idx: Sequence[int], ep_idx: Sequence[int]) -> _Groups:
         all_by_q.setdefault(g, []).extend(ts)
         if ts:
             first_by_q.setdefault(g, []).append(ts[0])
-    return _Groups(idx, all_by_q, first_by_q, firsts)
+            eps_of[g] += 1
+    return _Groups(idx, all_by_q, first_by_q, firsts, frozenset(g for g, c in eps_of.items() if c >= 2))
 
 
 def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx: Sequence[int], *,
@@ -478,7 +481,10 @@ def _level_stats(labels: Sequence[str], idx: Sequence[int], lab: Labels, ep_idx:
     groups = sum(1 for v in all_by_q.values() if len(v) >= 2)
     within = M.within_entropy(all_by_q) if groups else None
     fq_within = M.within_entropy(first_by_q) if any(len(v) >= 2 for v in first_by_q.values()) else None
-    mi = M.mutual_information(all_by_q, seed=seed) if with_mi else _NO_MI
+    # MI(question; label) only over questions sampled in >= 2 episodes: with one episode per question the
+    # "within-question" labels are the queries of one episode, and MI would measure the episode.
+    mi_groups = {g: v for g, v in all_by_q.items() if g in gr.multi}
+    mi = M.mutual_information(mi_groups, seed=seed) if with_mi and len(mi_groups) >= 2 else _NO_MI
     ok = not math.isnan(mi["mi"])
     dist = None
     if distribution is not None:
@@ -585,6 +591,45 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
     if skipped:
         out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))
+    out.extend(_reading_gaps(eps))
+    return out
+
+
+def _reading_gaps(eps: Sequence[Any]) -> list[Warning_]:
+    """What the reader could not find: questions, rewards; and episodes repeated verbatim."""
+    out: list[Warning_] = []
+    n = len(eps)
+    no_question = sum(1 for e in eps if not (e.question or "").strip())
+    if no_question:
+        out.append(Warning_("episodes_without_question", no_question, f"{no_question} of {n} episodes have no "
+                            "question (looked in question/query/problem/input fields, the first user turn, "
+                            "'Question:' and '### Instruction:' lines): their queries cannot be compared with "
+                            "it, so copy rate and strategy classes are biased towards off-task; pass "
+                            "--question-field"))
+    no_reward = sum(1 for e in eps if e.reward is None and getattr(e, "success", None) is None)
+    if no_reward:
+        out.append(Warning_("episodes_without_reward", no_reward, f"{no_reward} of {n} episodes have no reward "
+                            "or success field: their success is unknown (not counted as failures); pass "
+                            "--reward-field"))
+    seen: dict[Any, int] = {}
+    dup = 0
+    for e in eps:
+        key = (e.question, tuple(e.queries), getattr(e, "answer", None), getattr(e, "step", None))
+        if e.queries and key in seen:
+            dup += 1
+        seen.setdefault(key, 1)
+    if dup:
+        out.append(Warning_("duplicate_episodes", dup, f"{dup} episodes repeat an earlier episode of the same "
+                            "step exactly (question, queries, answer): temperature-0 retries, concatenated "
+                            "files, or a policy that no longer varies; each copy weighs in every figure"))
+    trials = {getattr(e, "series", None) for e in eps if getattr(e, "series", None) and e.step is None}
+    if len(trials) >= 2:
+        out.append(Warning_("trials_not_steps", len(trials), f"{len(trials)} trials / attempts found: read as a "
+                            "series of retries, not training steps (no trend, law fit or pass@k over them)"))
+    multi = Counter(e.question_id or e.question for e in eps if (e.question_id or e.question))
+    if multi and max(multi.values()) < 2:
+        out.append(Warning_("mi_unavailable", len(multi), "every question has a single episode: MI(question; "
+                            "strategy) needs >= 2 episodes per question and is reported as not available"))
     return out
 
 
@@ -597,7 +642,7 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
     """The typed statistics of a labelled run. ``n``: the sample size for entropy and Hill numbers (an int,
     or a mapping from ``subset_sizes`` keys; None = all queries). ``series_n`` the same per step.
     ``with_mi=False`` skips the question MI, the costliest figure of a small batch (the tracker's
-    ``mi_every``)."""
+    ``mi_every``). Each group of figures has its own function below."""
     eps = lab.episodes
     nq = len(lab.texts)
     all_idx = list(range(nq))
@@ -612,69 +657,12 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
                                           prefix="well_formed/", with_mi=with_mi)
     sc = Counter(lab.strategy)
     share = (lambda c: c / nq) if nq else (lambda c: float("nan"))
-    mc = Counter(m for seq in lab.moves for m in seq)
-    n_moves = sum(mc.values())
-    moves = MoveStats(counts={m: int(mc.get(m, 0)) for m in MOVES},
-                      shares={m: (mc.get(m, 0) / n_moves) if n_moves else float("nan") for m in MOVES},
-                      entropy=M.move_entropy(list(mc.elements())) if n_moves else float("nan"),
-                      transitions=transition_matrix(lab.moves))
-    process = ProcessStats(queries_per_episode=nq / len(eps) if eps else float("nan"),
-                           duplicate_query_rate=_mean(lab.dups), new_document_yield=_mean(lab.yields),
-                           ctar=_mean(lab.ctars))
-    text = {"distinct_1": float("nan"), "distinct_2": float("nan")}
-    if lab.texts:
-        dn = M.distinct_ns(lab.texts, (1, 2))
-        text = {"distinct_1": dn[1], "distinct_2": dn[2]}
-    # policy side
-    policy: dict[str, Any] = {}
-    rw = list(rewards) if rewards is not None else [e.reward for e in eps if e.reward is not None]
-    policy["reward_mean"] = float(np.mean(rw)) if rw else float("nan")
-    succ = [_success(e, success_threshold) for e in eps]
-    policy["success_rate"] = float(np.mean(succ)) if succ else float("nan")
-    te = token_entropies if token_entropies is not None else \
-        [e.token_entropy for e in eps if getattr(e, "token_entropy", None) is not None]
-    policy.update(M.token_entropy_summary(te) if te is not None and len(te) else {})
-    curves = pass_curves(eps, succ, lab.group_of_ep)
-    if curves:
-        policy["pass_at_k"] = curves
-    # series
     steps = sorted({s for s in lab.step_of_ep if s is not None})
-    series: list[StepStats] = []
-    if with_series and steps:
-        by_step: dict[int, list[int]] = {}
-        for i, s in enumerate(lab.step_of_ep):
-            if s is not None:
-                by_step.setdefault(s, []).append(i)
-        copies = np.asarray(lab.copies, dtype=float)
-        grounded = np.fromiter((x in GROUNDED for x in lab.strategy), dtype=float, count=len(lab.strategy))
-        q_by_ep: dict[int, list[int]] = {}
-        for i, e in enumerate(lab.ep_of):
-            q_by_ep.setdefault(e, []).append(i)
-        for s in steps:
-            e_idx = by_step[s]
-            q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
-            st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed,
-                                                with_mi=with_mi)
-            srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
-            ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
-            series.append(StepStats(
-                step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
-                question_copy_rate=_mean_at(copies, q_idx), grounded_share=_mean_at(grounded, q_idx),
-                reward_mean=float(np.mean(srw)) if srw else None,
-                token_entropy_mean=float(np.mean(ste)) if ste else None))
+    series = _series_stats(lab, steps, series_n=series_n, seed=seed, with_mi=with_mi) if with_series else []
+    policy = _policy_stats(lab, rewards=rewards, token_entropies=token_entropies,
+                           success_threshold=success_threshold)
     if len(series) >= 2:
-        law_h, law_r = [], []
-        lv = "slot" if "slot" in levels else next(iter(levels), None)
-        kind = "token" if any(s.token_entropy_mean is not None for s in series) else f"template:{lv}"
-        for s in series:
-            h = s.token_entropy_mean if kind == "token" else (s.levels[lv].entropy if lv in s.levels else None)
-            if h is not None and s.reward_mean is not None:
-                law_h.append(h)
-                law_r.append(s.reward_mean)
-        fit = M.fit_entropy_law(law_h, law_r)
-        fit["entropy"] = kind
-        policy["entropy_law"] = fit
-        policy["entropy_law_points"] = [[h, r] for h, r in zip(law_h, law_r)]
+        policy.update(_entropy_law(series, levels))
     src = np.asarray(lab.sources, dtype=float) if lab.sources else np.zeros((0, 3))
     n_mal_q = sc.get("malformed", 0)
     n_mal_calls = max(sum(int(getattr(e, "malformed", 0) or 0) for e in eps),
@@ -687,19 +675,119 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
                  for j, k in enumerate(("question", "evidence", "neither"))},
         strategy=strat, levels=levels,
         well_formed=SubsetStats(n_queries=len(g_idx), share=share(len(g_idx)), strategy=g_strat, levels=g_levels),
-        process=process, text=text, moves=moves, policy=policy,
+        process=_process_stats(lab), text=_text_stats(lab), moves=_move_stats(lab), policy=policy,
         warnings=warnings_of(lab, read_stats, has_single_step=len(steps) == 1),
         series=series)
 
 
-def _success(ep: Any, threshold: float) -> bool:
+def _move_stats(lab: Labels) -> MoveStats:
+    """Reformulation moves between consecutive queries: counts, shares, entropy, transitions."""
+    mc = Counter(m for seq in lab.moves for m in seq)
+    n_moves = sum(mc.values())
+    return MoveStats(counts={m: int(mc.get(m, 0)) for m in MOVES},
+                     shares={m: (mc.get(m, 0) / n_moves) if n_moves else float("nan") for m in MOVES},
+                     entropy=M.move_entropy(list(mc.elements())) if n_moves else float("nan"),
+                     transitions=transition_matrix(lab.moves))
+
+
+def _process_stats(lab: Labels) -> ProcessStats:
+    """The search process: queries per episode, duplicate rate, new-document yield, CTAR."""
+    eps = lab.episodes
+    return ProcessStats(queries_per_episode=len(lab.texts) / len(eps) if eps else float("nan"),
+                        duplicate_query_rate=_mean(lab.dups), new_document_yield=_mean(lab.yields),
+                        ctar=_mean(lab.ctars))
+
+
+def _text_stats(lab: Labels) -> dict[str, float]:
+    """distinct-1/2 over all queries."""
+    if not lab.texts:
+        return {"distinct_1": float("nan"), "distinct_2": float("nan")}
+    dn = M.distinct_ns(lab.texts, (1, 2))
+    return {"distinct_1": dn[1], "distinct_2": dn[2]}
+
+
+def _policy_stats(lab: Labels, *, rewards: Sequence[float] | None, token_entropies: Any,
+                  success_threshold: float) -> dict[str, Any]:
+    """The policy side: mean reward, success rate over the episodes whose success is known, token entropy,
+    pass@k."""
+    eps = lab.episodes
+    policy: dict[str, Any] = {}
+    rw = list(rewards) if rewards is not None else [e.reward for e in eps if e.reward is not None]
+    policy["reward_mean"] = float(np.mean(rw)) if rw else float("nan")
+    succ = [_success(e, success_threshold) for e in eps]
+    known = [x for x in succ if x is not None]
+    policy["success_rate"] = float(np.mean(known)) if known else float("nan")  # unknown is never 0
+    policy["success_known"] = len(known)
+    te = token_entropies if token_entropies is not None else \
+        [e.token_entropy for e in eps if getattr(e, "token_entropy", None) is not None]
+    policy.update(M.token_entropy_summary(te) if te is not None and len(te) else {})
+    trials = {e.series for e in eps if getattr(e, "series", None) and e.step is None}
+    curves = pass_curves(eps, succ, lab.group_of_ep) if len(trials) < 2 else None  # retries are not samples
+    if curves:
+        policy["pass_at_k"] = curves
+    return policy
+
+
+def _series_stats(lab: Labels, steps: list[int], *, series_n: Mapping[str, int] | None, seed: int,
+                  with_mi: bool) -> list[StepStats]:
+    """Per training step: the strategy and level blocks at ``series_n``, copy rate, grounded share, reward."""
+    if not steps:
+        return []
+    eps = lab.episodes
+    by_step: dict[int, list[int]] = {}
+    for i, s in enumerate(lab.step_of_ep):
+        if s is not None:
+            by_step.setdefault(s, []).append(i)
+    copies = np.asarray(lab.copies, dtype=float)
+    grounded = np.fromiter((x in GROUNDED for x in lab.strategy), dtype=float, count=len(lab.strategy))
+    q_by_ep: dict[int, list[int]] = {}
+    for i, e in enumerate(lab.ep_of):
+        q_by_ep.setdefault(e, []).append(i)
+    series = []
+    for s in steps:
+        e_idx = by_step[s]
+        q_idx = [i for e in e_idx for i in q_by_ep.get(e, [])]
+        st_strat, st_levels = _levels_block(lab, q_idx, e_idx, n=series_n, n_boot=0, seed=seed, with_mi=with_mi)
+        srw = [eps[e].reward for e in e_idx if eps[e].reward is not None]
+        ste = [eps[e].token_entropy for e in e_idx if getattr(eps[e], "token_entropy", None) is not None]
+        series.append(StepStats(
+            step=int(s), n_episodes=len(e_idx), n_queries=len(q_idx), levels=st_levels, strategy=st_strat,
+            question_copy_rate=_mean_at(copies, q_idx), grounded_share=_mean_at(grounded, q_idx),
+            reward_mean=float(np.mean(srw)) if srw else None,
+            token_entropy_mean=float(np.mean(ste)) if ste else None))
+    return series
+
+
+def _entropy_law(series: list[StepStats], levels: Mapping[str, LevelStats]) -> dict[str, Any]:
+    """The entropy law R = -a exp(H) + b fitted over the steps (token entropy where known, else the
+    primary template level's)."""
+    law_h, law_r = [], []
+    lv = "slot" if "slot" in levels else next(iter(levels), None)
+    kind = "token" if any(s.token_entropy_mean is not None for s in series) else f"template:{lv}"
+    for s in series:
+        h = s.token_entropy_mean if kind == "token" else (s.levels[lv].entropy if lv in s.levels else None)
+        if h is not None and s.reward_mean is not None:
+            law_h.append(h)
+            law_r.append(s.reward_mean)
+    fit = M.fit_entropy_law(law_h, law_r)
+    fit["entropy"] = kind
+    return {"entropy_law": fit, "entropy_law_points": [[h, r] for h, r in zip(law_h, law_r)]}
+
+
+def _success(ep: Any, threshold: float) -> bool | None:
+    """Whether an episode succeeded: its success flag, else its reward against ``threshold``; None (unknown,
+    never False) when the record has neither."""
     if ep.success is not None:
         return bool(ep.success)
-    return ep.reward is not None and ep.reward >= threshold - 1e-9
+    if ep.reward is None:
+        return None
+    return bool(ep.reward >= threshold - 1e-9)
 
 
-def pass_curves(episodes: Sequence[Any], success: Sequence[bool], groups: Sequence[Any]) -> dict[str, Any] | None:
-    """Unbiased pass@k and pass^k over the questions sampled >= 2 times, at the last step that has them."""
+def pass_curves(episodes: Sequence[Any], success: Sequence[bool | None],
+                groups: Sequence[Any]) -> dict[str, Any] | None:
+    """Unbiased pass@k and pass^k over the questions sampled >= 2 times, at the last step that has them
+    (episodes of unknown success left out)."""
     by_step: dict[Any, list[int]] = {}
     for i, e in enumerate(episodes):
         by_step.setdefault(e.step, []).append(i)
@@ -713,7 +801,7 @@ def pass_curves(episodes: Sequence[Any], success: Sequence[bool], groups: Sequen
             break
     per: dict[Any, list[int]] = {}
     for i in idx:
-        if groups[i] is not None:
+        if groups[i] is not None and success[i] is not None:
             per.setdefault(groups[i], []).append(i)
     per = {k: v for k, v in per.items() if len(v) >= 2}
     if not per:

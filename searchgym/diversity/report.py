@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 
 from searchgym.diversity import metrics as M
+from searchgym.diversity import plotting as P
+from searchgym.diversity import verdict as V
 from searchgym.diversity.core import (
     DEFINITIONS,
     Labels,
@@ -55,6 +57,7 @@ from searchgym.diversity.core import (
 from searchgym.diversity.moves import MOVES
 from searchgym.diversity.readers import Episode, Run, read_run
 from searchgym.diversity.strategy import GROUNDED, STRATEGIES
+from searchgym.diversity.tables import _tables
 from searchgym.diversity.templates import LEVELS, TEXT_LEVELS, Templater, normalize
 from searchgym.errors import ConfigError
 from searchgym.fsmode import file_mode
@@ -182,11 +185,12 @@ def _extras(run: Run, lab: Labels, *, clusterer: Any, seed: int, success_thresho
         seq_of[e].append(labels[i])
     seqs = [tuple(t) for t in seq_of]
     succ = [_success(e, success_threshold) for e in lab.episodes]
-    ok = [sq for sq, good in zip(seqs, succ) if good]
-    bad = [sq for sq, good in zip(seqs, succ) if not good]
+    ok = [sq for sq, good in zip(seqs, succ) if good is True]
+    bad = [sq for sq, good in zip(seqs, succ) if good is False]
     out["sequences"] = {"level": lv, "distinct": len(set(seqs)), "entropy": M.entropy(seqs) if seqs else None,
                         "distinct_correct": len(set(ok)), "distinct_incorrect": len(set(bad)),
-                        "episodes_correct": len(ok), "episodes_incorrect": len(bad)}
+                        "episodes_correct": len(ok), "episodes_incorrect": len(bad),
+                        "episodes_success_unknown": len(seqs) - len(ok) - len(bad)}
     return out
 
 
@@ -244,11 +248,36 @@ def analyze(runs: Sequence[Run], *, levels: Sequence[str] = TEXT_LEVELS, titles:
         summary["runs"][_label(run)] = _run_block(run, lab, st, _extras(run, lab, clusterer=clusterer, seed=seed,
                                                                         success_threshold=success_threshold,
                                                                         text_n=n.get("strategy")))
-    summary["comparisons"] = _comparisons(runs, labs, levels, seed=seed)
+    names = [_label(r) for r in runs]
+    for run, lab in zip(runs, labs):
+        tr = V.trend(lab, n_boot=n_boot, seed=seed, classes=STRATEGIES)
+        if tr is not None:
+            summary["runs"][_label(run)]["trend"] = tr
+    # the verdict between runs (a list, one dict per pair and metric); the divergences move to "divergence"
+    summary["divergence"] = _comparisons(runs, labs, levels, seed=seed)
+    comps: list[dict[str, Any]] = []
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            mia = (summary["runs"][names[i]].get("strategy") or {}).get("mi_question")
+            mib = (summary["runs"][names[j]].get("strategy") or {}).get("mi_question")
+            comps.extend(V.compare(names[i], names[j], runs[i], runs[j], labs[i], labs[j], classes=STRATEGIES,
+                                   n_boot=n_boot, seed=seed, mi=(mia, mib)))
+    summary["comparisons"] = comps
+    summary["verdict"] = _verdict_lines(summary)
     summary["meta"] = {"levels": levels, "n": n, "series_n": series_n, "success_threshold": success_threshold,
                        "n_boot": n_boot, "seed": seed, "ci_method": M.CI_METHOD, "mi_method": M.MI_METHOD,
                        "strategies": list(STRATEGIES), "definitions": DEFINITIONS}
     return _clean(summary)
+
+
+def _verdict_lines(summary: dict[str, Any]) -> list[str]:
+    """The verdict sentences: each run's trend over steps, then each comparison between runs."""
+    out = [f"{name}: {r['trend']['sentence']}" for name, r in summary["runs"].items() if r.get("trend")]
+    out += [c["sentence"] for c in summary.get("comparisons") or [] if c.get("metric") != "copy_rate"]
+    if not out:
+        out.append("no verdict: a single run without >= 3 training steps (give a run with steps, or two runs "
+                   "to compare)")
+    return out
 
 
 def _js_at(a: list[str], b: list[str], n: int, *, draws: int, seed: int) -> float:
@@ -285,7 +314,41 @@ def _comparisons(runs: Sequence[Run], labs: Sequence[Labels], levels: Sequence[s
                     nov[f"{a} vs {b}"] = M.novelty(Counter(flats[a]), Counter(flats[b]))
         out["js_divergence"][lv] = js
         out["novelty"][lv] = nov
+        if len(names) >= 2:  # (only a comparison has a divergence to judge)
+            out.setdefault("js_noise", {})[lv] = {nm: _split_half_js(flats[nm], labs[i], seed=seed)
+                                                  for i, nm in enumerate(names)}
     return out
+
+
+def _split_half_js(labels: list[str], lab: Labels, *, seed: int, reps: int = 3) -> float | None:
+    """Same-run noise of JS: the mean JS divergence between two random halves of a run's episodes (each half
+    drawn down to the smaller half's count). A divergence between runs at or below it is not evidence of a
+    difference."""
+    n_eps = len(lab.episodes)
+    if n_eps < 4 or not labels or len(labels) != len(lab.ep_of):
+        return None
+    rng = np.random.default_rng(seed + 11)
+    codes = np.unique(np.asarray(labels, dtype=object).astype(str), return_inverse=True)[1].ravel()
+    k = int(codes.max()) + 1
+    ep = np.asarray(lab.ep_of, dtype=np.int64)
+    vals = []
+    for _ in range(reps):
+        in_a = np.zeros(n_eps, dtype=bool)
+        in_a[rng.permutation(n_eps)[:n_eps // 2]] = True
+        mask = in_a[ep]
+        a, b = codes[mask], codes[~mask]
+        m = min(len(a), len(b))
+        if not m:
+            continue
+        a = a if len(a) == m else rng.choice(a, m, replace=False)
+        b = b if len(b) == m else rng.choice(b, m, replace=False)
+        p, q = np.bincount(a, minlength=k) / m, np.bincount(b, minlength=k) / m
+        mix = (p + q) / 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            js = 0.5 * np.where(p > 0, p * np.log(p / mix), 0.0).sum() + \
+                0.5 * np.where(q > 0, q * np.log(q / mix), 0.0).sum()
+        vals.append(float(js))
+    return float(np.mean(vals)) if vals else None
 
 
 def _unique_labels(runs: list[Run]) -> None:
@@ -305,7 +368,8 @@ def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str 
                  step_field: str | None = None, question_field: str | None = None,
                  reward_field: str | None = None, levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (),
                  embedder: Any = None, success_threshold: float = 1.0, n_boot: int = 200, seed: int = 0,
-                 plots: bool = True, **reader_kw: Any) -> dict[str, Any]:
+                 plots: bool = True, unreadable: Sequence[dict[str, str]] = (),
+                 **reader_kw: Any) -> dict[str, Any]:
     """Analyse runs and write ``summary.json``, ``report.md``, ``report.html`` and the PNGs into ``out_dir``;
     return the summary dict.
 
@@ -332,6 +396,8 @@ def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str 
     _unique_labels(runs)
     summary = analyze(runs, levels=levels, titles=titles, embedder=embedder,
                       success_threshold=success_threshold, n_boot=n_boot, seed=seed)
+    if unreadable:
+        summary["unreadable"] = [dict(u) for u in unreadable]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     images = make_plots(summary, out) if plots else {}
@@ -360,10 +426,16 @@ def _trend_runs(runs: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
-    """Write the PNG plots; return {title: file name}."""
+    """Write the PNG plots; return {title: file name}. Matplotlib's settings (a CJK fallback font) are
+    restored afterwards."""
     import matplotlib
 
     matplotlib.use("Agg")
+    with matplotlib.rc_context():
+        return _make_plots(summary, out)
+
+
+def _make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
     runs = summary["runs"]
@@ -379,6 +451,10 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         os.replace(tmp, path)
         images[title] = fname
 
+    labels_shown = [*runs] + [t for r in runs.values() for t, _ in (r.get("top_templates", {}).get(
+        _primary(summary)) or [])]
+    P.use_cjk_if_needed(labels_shown)
+    P.verdict_plots(runs, plt, save)
     stepped = _trend_runs(runs)
     if stepped:
         rows = [*levels, "strategy"]
@@ -491,150 +567,6 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
 # rendering
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "–"
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 1e4 else f"{v:.3g}"
-    return str(v)
-
-
-def _ci(c: Any) -> str:
-    if not c or c[0] is None or c[1] is None:
-        return "–"
-    return f"[{_fmt(c[0])}, {_fmt(c[1])}]"
-
-
-_LEVEL_COLS = ("n", "entropy", "entropy_ci", "hill 0", "hill 1", "hill 2", "mi_question", "within_question_entropy")
-
-
-def _level_row(name: str, st: dict[str, Any] | None) -> list[str]:
-    if not st:
-        return [name, *(["–"] * len(_LEVEL_COLS))]
-    h = st.get("hill") or {}
-    groups = st.get("within_question_groups") or 0
-    within = f"{_fmt(st.get('within_question_entropy'))} ({groups} q)" if groups else "– (no question has ≥ 2)"
-    mi = st.get("mi_question")
-    mi_s = f"{_fmt(mi)} (k={st.get('mi_k')}, {st.get('mi_questions')} q)" if mi is not None else "–"
-    return [name, str(st.get("n")), _fmt(st.get("entropy")), _ci(st.get("entropy_ci")), _fmt(h.get("0")),
-            _fmt(h.get("1")), _fmt(h.get("2")), mi_s, within]
-
-
-Table = tuple[str, str, list[str], list[list[str]]]
-
-
-def _tables(summary: dict[str, Any]) -> list[Table]:
-    """(title, note, header, rows) of every table in the report."""
-    runs = summary["runs"]
-    names = list(runs)
-    meta = summary.get("meta", {})
-    levels = meta.get("levels") or list(TEXT_LEVELS)
-    sizes = meta.get("n") or {}
-    tables: list[Table] = []
-    rows = [[n, str(r["format"]), str(r["n_episodes"]), str(r["n_queries"]), str(r["n_malformed"]),
-             _fmt(r["process"]["queries_per_episode"]), _fmt(r["question_copy_rate"]), _fmt(r["grounded_share"]),
-             _fmt(r["malformed_share"]), _fmt(r["off_task_share"]), _fmt(r["policy"].get("reward_mean"))]
-            for n, r in runs.items()]
-    tables.append(("Runs", ("copy rate = share of queries that copy the question (token overlap ≥ 0.8 both "
-                   "ways); grounded = share neither malformed nor off-task; malformed = empty, over 32 words, "
-                   "markup or garbage (plus calls the reader could not parse, in the malformed column); "
-                   "off-task = names nothing and uses no word from the question or earlier evidence."),
-                   ["run", "format", "episodes", "queries", "malformed", "queries/episode", "copy rate",
-                    "grounded", "malformed share", "off-task share", "mean reward"], rows))
-    rows = [[n, str(c), w] for n in names
-            for w, c in zip(runs[n].get("warnings") or [], (runs[n].get("warning_counts") or {}).values())]
-    tables.append(("Warnings", "Signs of a wrong reading, or of figures that rest on too little (none = empty).",
-                   ["run", "count", "warning"], rows or [["–", "0", "no warnings"]]))
-    rows = [[n, *[_fmt((runs[n].get("strategy") or {}).get("distribution", {}).get(c)) for c in STRATEGIES],
-             _fmt(runs[n]["sources"].get("question")), _fmt(runs[n]["sources"].get("evidence")),
-             _fmt(runs[n]["sources"].get("neither"))] for n in names]
-    tables.append(("Query strategy classes (share of queries)",
-                   ("Strategy of each query from the question and the text retrieved earlier in its episode; "
-                   "words from: mean share of a query's content words found in the question / else in earlier "
-                   "evidence / in neither."),
-                   ["run", *STRATEGIES, "words from question", "from evidence", "from neither"], rows))
-    note_eq = ("At equal sample size n for every run (rarefied mean over draws of n queries); CI method below. "
-               "hill 0 = distinct labels, 1 = exp(entropy), 2 = inverse Simpson; mi_question = shuffle-corrected "
-               "mutual information between question and label with k samples per question; within-question "
-               "entropy = mean entropy over questions with ≥ 2 samples (count in brackets).")
-    for block, title in (("strategy", "Strategy classes"), *((lv, f"Template level `{lv}`") for lv in levels)):
-        rows = [_level_row(n, runs[n].get("strategy") if block == "strategy" else runs[n]["levels"].get(block))
-                for n in names]
-        tables.append((f"{title}: all queries, n = {sizes.get(block, '–')}", note_eq, ["run", *_LEVEL_COLS], rows))
-        rows = [_level_row(n, (runs[n]["well_formed"].get("strategy") if block == "strategy"
-                               else runs[n]["well_formed"]["levels"].get(block))) for n in names]
-        tables.append((f"{title}: well-formed, grounded queries only, n = {sizes.get('well_formed/' + block, '–')}",
-                       ("The same figures without malformed and off-task queries, so noise cannot read as "
-                       "diversity."), ["run", *_LEVEL_COLS], rows))
-    keys = ("n_queries", "n_templates", "entropy_all", "top1_mass", "top5_mass", "rank_beta",
-            "first_query_across_entropy", "first_query_within_entropy")
-    for lv in levels:
-        rows = [[n, *[_fmt(runs[n]["levels"].get(lv, {}).get(k)) for k in keys]] for n in names]
-        tables.append((f"Template level `{lv}`: plug-in over all queries",
-                       ("Not comparable between runs of unequal size (n_templates and entropy_all grow with it); "
-                       "top1/top5 mass = share of queries in the 1/5 most frequent templates; rank_beta = decay "
-                       "of log frequency with rank over the top 10."), ["run", *keys], rows))
-    js = summary.get("comparisons", {}).get("js_divergence", {})
-    rows = [[lv, pair, _fmt(v)] for lv in [*levels, "strategy"] for pair, v in (js.get(lv) or {}).items()]
-    if rows:
-        tables.append(("Jensen-Shannon divergence between runs",
-                       ("JS divergence (nats, max ln 2 = 0.693) between the label distributions of two runs, at "
-                        "equal sample size (draws of the smaller run's count from each)."),
-                       ["level", "runs", "JS"], rows))
-    akeys = ("n", "distinct_1", "distinct_2", "self_bleu", "compression_ratio")
-    tables.append(("Text diversity at equal sample size", ("distinct-n = unique n-grams / all n-grams; self-BLEU "
-                   "= mean BLEU of each query against the others (lower = more diverse); compression ratio = size "
-                   "/ gzip size (higher = more repetitive); all at n queries (mean over draws), the same n for "
-                   "every run."), ["run", *akeys],
-                   [[n, *[_fmt(runs[n].get("text_at_n", {}).get(k)) for k in akeys]] for n in names]))
-    tkeys = ("compression_ratio_pos", "distinct_1_within", "distinct_2_within", "self_bleu_within")
-    tables.append(("Text diversity within questions", ("compression_ratio_pos = compression ratio of the "
-                   "part-of-speech shapes (all queries); _within = mean over questions with ≥ 2 samples."),
-                   ["run", *tkeys], [[n, *[_fmt(runs[n]["text"].get(k)) for k in tkeys]] for n in names]))
-    if any("embedding" in r for r in runs.values()):
-        ekeys = ("mean_pairwise_distance", "chamfer_distance", "vendi_score", "vendi_score_within")
-        tables.append(("Embedding diversity", ("mean pairwise cosine distance; chamfer = mean distance to the "
-                       "nearest other query; Vendi = exp entropy of the similarity kernel's eigenvalues."),
-                       ["run", *ekeys], [[n, *[_fmt(runs[n].get("embedding", {}).get(k)) for k in ekeys]]
-                                         for n in names]))
-    pkeys = ("duplicate_query_rate", "new_document_yield", "ctar")
-    tables.append(("Search process", "; ".join(f"{k} = {DEFINITIONS[k]}" for k in ("move_entropy", *pkeys)),
-                   ["run", "move entropy", *pkeys],
-                   [[n, _fmt(runs[n]["moves"]["entropy"]), *[_fmt(runs[n]["process"].get(k)) for k in pkeys]]
-                    for n in names]))
-    skeys = ("level", "distinct", "entropy", "distinct_correct", "episodes_correct", "distinct_incorrect",
-             "episodes_incorrect")
-    tables.append(("Distinct query sequences per episode (trajectory level)",
-                   "An episode's sequence of templates; distinct sequences among correct and incorrect episodes.",
-                   ["run", *skeys], [[n, *[_fmt(runs[n]["sequences"].get(k)) for k in skeys]] for n in names]))
-    tables.append(("Reformulation moves (counts)", "Moves between consecutive queries of an episode (moves.py).",
-                   ["run", *MOVES], [[n, *[str(runs[n]["moves"]["counts"][m]) for m in MOVES]] for n in names]))
-    rows = []
-    for n in names:
-        law = runs[n]["policy"].get("entropy_law")
-        if law:
-            rows.append([n, str(law.get("entropy")), _fmt(law.get("a")), _fmt(law.get("b")),
-                         _fmt(law.get("ceiling")), _fmt(law.get("rmse")), _fmt(law.get("n"))])
-    if rows:
-        tables.append(("Entropy law R = -a exp(H) + b", "Fitted over the steps (Cui et al. 2025); needs ≥ 3 steps.",
-                       ["run", "H", "a", "b", "ceiling (H=0)", "RMSE", "points"], rows))
-    rows = []
-    for n in names:
-        c = runs[n]["policy"].get("pass_at_k")
-        if c:
-            for k, p, ph in zip(c["k"], c["pass_at_k"], c["pass_hat_k"]):
-                rows.append([n, str(c["step"]), str(c["n_questions"]), str(k), _fmt(p), _fmt(ph)])
-    if rows:
-        tables.append(("pass@k and pass^k", ("Unbiased pass@k = 1 - C(n-c,k)/C(n,k) over questions sampled ≥ 2 "
-                       "times; pass^k = all k succeed."), ["run", "step", "questions", "k", "pass@k", "pass^k"], rows))
-    lv = _primary(summary)
-    for n in names:
-        top = runs[n].get("top_templates", {}).get(lv) or []
-        if top:
-            tables.append((f"Top `{lv}` templates: {n}", "", ["template", "count"], [[t, str(c)] for t, c in top]))
-    return tables
-
-
 def _md_cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
@@ -647,12 +579,27 @@ def _intro(summary: dict[str, Any]) -> list[str]:
             f"Mutual information: {meta.get('mi_method', M.MI_METHOD)}"]
 
 
+def _verdict_help() -> str:
+    return ("How to read it: 'squeezed' means the strategy entropy of the last third of the steps is lower than "
+            "that of the first third with a 95% bootstrap CI (over episodes) below 0, at one sample size; between "
+            "runs a difference counts only when its CI excludes 0, and the split-half noise says how far two "
+            "halves of one run already differ. Confounds named in a sentence can explain a difference without "
+            "any squeeze.")
+
+
 def _definitions(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return list((summary.get("meta", {}).get("definitions") or DEFINITIONS).items())
 
 
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
-    lines = ["# Query-diversity report", ""]
+    lines = ["# Query-diversity report", "", "## Verdict", ""]
+    lines += [f"- {v}" for v in summary.get("verdict") or []]
+    lines.append("")
+    for u in summary.get("unreadable") or []:
+        lines.append(f"- **unreadable**: `{u['path']}`: {u['reason']}")
+    if summary.get("unreadable"):
+        lines.append("")
+    lines += [_verdict_help(), "", "## Appendix: all figures", ""]
     for para in _intro(summary):
         lines += [para, ""]
     lines += ["## Definitions", ""]
@@ -678,7 +625,11 @@ def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> s
              "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
              "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}</style>"
               "</head><body>"),
-             "<h1>Query-diversity report</h1>"]
+             "<h1>Query-diversity report</h1>", "<h2>Verdict</h2><ul>"]
+    parts += [f"<li>{html.escape(v)}</li>" for v in summary.get("verdict") or []]
+    parts += [f"<li><b>unreadable</b>: {html.escape(u['path'])}: {html.escape(u['reason'])}</li>"
+              for u in summary.get("unreadable") or []]
+    parts += ["</ul>", f"<p class='note'>{html.escape(_verdict_help())}</p>", "<h2>Appendix: all figures</h2>"]
     parts += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
     parts.append("<h2>Definitions</h2><ul>" + "".join(
         f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")

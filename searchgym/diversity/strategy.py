@@ -85,11 +85,47 @@ def _term_set(text: str) -> frozenset[str]:
     return frozenset(_stems(normalize(text)))
 
 
+_COORD = re.compile(r"\s+(?:and|&)\s+|\s*,\s+")
+
+
+def is_acronym(span: str) -> bool:
+    """A short name that counts although it is 2 characters or a function word in lower case: "US", "X2"."""
+    return 2 <= len(span) <= 5 and " " not in span and (span.isupper() or any(c.isdigit() for c in span)) \
+        and any(c.isalpha() for c in span)
+
+
+@lru_cache(maxsize=1 << 16)
+def name_parts(span: str) -> tuple[str, ...]:
+    """A name and the names inside it: a coordinated run split into its names ("Jerome Bernard and Ira Lewis",
+    "Marrow & Finch" stays whole too, as does "X of Y & Z" -> "X of Y", "Z"), and for a name of 3+ words its
+    leading 2+ word prefixes that do not end in a function word ("Isabella Lucy Bishop FRGS" ->
+    "Isabella Lucy Bishop"), so that evidence and question names match on token overlap, not exact strings."""
+    out = [span]
+    parts = [p.strip() for p in _COORD.split(span) if p.strip()]
+    if len(parts) > 1:
+        out.extend(p for p in parts if p[:1].isupper() or is_acronym(p))
+    for p in list(out):
+        words = p.split()
+        for k in range(len(words) - 1, 1, -1):
+            if words[k - 1].lower() not in _STOP:
+                out.append(" ".join(words[:k]))
+    return tuple(dict.fromkeys(out))
+
+
+def _add_name(idx: _SpanIndex, span: str) -> None:
+    for part in name_parts(span):
+        if is_acronym(part):
+            key = normalize(part)
+            idx._add_key(key, key, "E")  # (a lower-case acronym may be a function word: "US" -> "us")
+        else:
+            idx.add(part)
+
+
 @lru_cache(maxsize=1 << 15)
 def _question_context(question: str) -> tuple[frozenset[str], _SpanIndex]:
     idx = _SpanIndex()
     for span in question_spans(question):
-        idx.add(span)
+        _add_name(idx, span)
     return _term_set(question), idx
 
 
@@ -155,32 +191,41 @@ def _names(toks: Sequence[str], idx: _SpanIndex | None) -> list[tuple[int, int]]
 
 @lru_cache(maxsize=1 << 17)
 def _name_info(name: str) -> tuple[str, str, int] | None:
-    """(normalised key, first token, token count) of a name, or None when it is only function words."""
+    """(normalised key, first token, token count) of a name, or None when it is only function words (an
+    acronym such as "US" counts although "us" is one)."""
     key = normalize(name)
     toks = key.split()
-    if not toks or all(t in _STOP for t in toks):
+    if not toks or (all(t in _STOP for t in toks) and not is_acronym(name)):
         return None
     return key, toks[0], len(toks)
 
 
+def _infos(span: str) -> tuple[tuple[str, str, int], ...]:
+    """The names a span contributes: itself and the names inside it (``name_parts``)."""
+    out = [_name_info(p) for p in name_parts(span)]
+    return tuple(i for i in out if i is not None)
+
+
 @lru_cache(maxsize=1 << 16)
-def _title_info(title: str) -> tuple[str, str, int] | None:
-    return _name_info(_DISAMBIG.sub("", title) if "(" in title else title)
+def _title_info(title: str) -> tuple[tuple[str, str, int], ...]:
+    return _infos(_DISAMBIG.sub("", title) if "(" in title else title)
 
 
 @lru_cache(maxsize=1 << 17)
-def _run_info(run: str) -> tuple[str, str, int] | None:
-    """The name a capitalised run of evidence text contributes (``_entity_run`` over 2 characters)."""
+def _run_info(run: str) -> tuple[tuple[str, str, int], ...]:
+    """The names a capitalised run of evidence text contributes (``_entity_run`` over 2 characters, or an
+    acronym)."""
     span = _entity_run(run)
-    return _name_info(span) if span and len(span) > 2 else None
+    return _infos(span) if span and (len(span) > 2 or is_acronym(span)) else ()
 
 
 @lru_cache(maxsize=1 << 16)
 def _text_names(text: str) -> tuple[tuple[str, str, int], ...]:
-    """The distinct names of the capitalised runs of an evidence text whose entity span is over 2
-    characters (``_run_info``), cached per text (retrieved titles and passages recur across episodes)."""
-    infos = set(map(_run_info, set(_caprun_pattern(text).findall(text))))
-    infos.discard(None)
+    """The distinct names of the capitalised runs of an evidence text (``_run_info``), cached per text
+    (retrieved titles and passages recur across episodes)."""
+    infos: set[tuple[str, str, int]] = set()
+    for run in set(_caprun_pattern(text).findall(text)):
+        infos.update(_run_info(run))
     return tuple(infos)
 
 
@@ -192,7 +237,7 @@ def _text_facts(text: str) -> tuple[frozenset[str], tuple[tuple[str, str, int], 
 
 
 @lru_cache(maxsize=1 << 16)
-def _title_facts(title: str) -> tuple[frozenset[str], tuple[str, str, int] | None]:
+def _title_facts(title: str) -> tuple[frozenset[str], tuple[tuple[str, str, int], ...]]:
     """What a retrieved title adds: its terms and itself as a name (without a '(disambiguation)')."""
     return _terms(title), _title_info(title)
 
@@ -219,8 +264,7 @@ class EvidenceContext:
             if t:
                 terms, info = _title_facts(str(t))
                 parts.append(terms)
-                if info is not None:
-                    infos.append(info)
+                infos.extend(info)
         for text in texts:
             if text:
                 terms, names = _text_facts(str(text))
@@ -305,13 +349,29 @@ def classify(query: str, question: str | None, evidence: EvidenceContext | None 
     share_x = 1.0 - share_q - share_e if n else 0.0
     if copies:
         return QueryStrategy("copy-question", True, share_q, share_e, share_x, n)
-    e_names = evidence is not None and evidence.names and any(
-        not q_terms or not set(_stems(" ".join(toks[a:b]))) <= q_terms for a, b in evidence.find(toks))
+    e_names = False
+    if evidence is not None and evidence.names:
+        q_starts = _q_name_starts(toks, question) if has_q_names else frozenset()
+        for a, b in evidence.find(toks):
+            if q_terms and set(_stems(" ".join(toks[a:b]))) <= q_terms:
+                continue  # only the question's words
+            if a in q_starts:  # a longer form of a question name ("Isabella Lucy Bishop FRGS"): token overlap
+                if a == 0 and b == len(toks):
+                    cls = "entity-lookup"
+                continue
+            e_names = True
+            break
     if not has_q_names and not e_names and in_q == 0 and in_e == 0:
         return QueryStrategy("off-task", False, share_q, share_e, share_x, n)
     if e_names:
         return QueryStrategy("bridge", False, share_q, share_e, share_x, n)
     return QueryStrategy(cls, False, share_q, share_e, share_x, n)
+
+
+def _q_name_starts(toks: Sequence[str], question: str | None) -> frozenset[int]:
+    if not question:
+        return frozenset()
+    return frozenset(a for a, _ in _names(toks, _question_context(question)[1]))
 
 
 def episode_strategies(queries: Sequence[str], question: str | None, *,

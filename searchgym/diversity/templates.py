@@ -61,6 +61,12 @@ _CAPRUN = re.compile(_CAPRUN_SRC.replace("[A-Z]", f"[A-Z{_UPPER}]"))
 # to their ASCII sets), and cheaper.
 _CAPRUN_ASCII = re.compile(_CAPRUN_SRC, re.ASCII)
 _SEPARATORS = re.compile(r"[\x1c-\x1f\x85]")
+# Chinese, Japanese and Korean text is cut into characters (character unigrams) rather than by a segmenter:
+# deterministic, no model or dictionary, the same on every machine, and enough for what the analysis asks
+# of a token (is it in the question, in the evidence, in another query). A query made of fragments of its
+# question ("环磷酰胺 不良反应" for "环磷酰胺的主要不良反应是") then has every token in the question.
+CJK_TOKENS = "character unigrams (Han, kana, Hangul)"
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\u31f0-\u31ff]")
 
 
 
@@ -170,6 +176,8 @@ def normalize(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).lower()
     text = _APOS.sub("", text)
     text = _PUNCT_STRICT.sub(" ", text)
+    if _CJK.search(text):  # scripts without spaces between words: one token per character (see CJK_TOKENS)
+        text = _CJK.sub(r" \g<0> ", text)
     return _WS.sub(" ", text).strip()
 
 
@@ -242,21 +250,41 @@ class _SpanIndex:
     the common case, instead of probing ``full`` and ``prefixes``).
     """
 
-    __slots__ = ("full", "prefixes", "starts")
+    __slots__ = ("by_start", "full", "prefixes", "starts")
 
     def __init__(self) -> None:
         self.full: dict[str, str] = {}
         self.prefixes: set[str] = set()
         self.starts: set[str] = set()
+        self.by_start: dict[str, list[str]] = {}  # first token -> names (keys of ``full``) it starts
+
+    def _add_key(self, key: str, first: str, slot: str) -> None:
+        if key not in self.full:
+            self.full[key] = slot
+            self.by_start.setdefault(first, []).append(key)
+        self.starts.add(first)
 
     def add(self, name: str, slot: str = "E") -> None:
         for key, prefixes in _name_entries(name):
-            self.full.setdefault(key, slot)
             if prefixes:
                 self.prefixes.update(prefixes)
-                self.starts.add(prefixes[0])
+                self._add_key(key, prefixes[0], slot)
             else:
-                self.starts.add(key)
+                self._add_key(key, key, slot)
+
+    def signature(self, toks: Sequence[str], limit: int = 64) -> tuple[tuple[str, str], ...] | None:
+        """The names of this index that a slot pass over ``toks`` can match, with their slots: two indexes
+        with one signature give ``toks`` one slot template. None when more than ``limit`` names apply (the
+        caller then does not memoise: a key never grows with the index)."""
+        out: list[tuple[str, str]] = []
+        by_start, full = self.by_start, self.full
+        for t in dict.fromkeys(toks):
+            names = by_start.get(t)
+            if names:
+                if len(out) + len(names) > limit:
+                    return None
+                out.extend((k, full[k]) for k in names)
+        return tuple(out)
 
     def add_normalized(self, key: str, slot: str = "E") -> None:
         """``add`` for a name that is an ASCII output of ``normalize``: such a name is its own normal form
@@ -265,8 +293,7 @@ class _SpanIndex:
         ws = key.split()
         if not ws or _LEX_WORDS.issuperset(ws):
             return
-        self.full.setdefault(key, slot)
-        self.starts.add(ws[0])
+        self._add_key(key, ws[0], slot)
         if len(ws) > 1:
             prefixes = self.prefixes
             k = ws[0]
@@ -280,6 +307,7 @@ class _SpanIndex:
         new.full = self.full.copy()
         new.prefixes = self.prefixes.copy()
         new.starts = self.starts.copy()
+        new.by_start = {k: list(v) for k, v in self.by_start.items()}
         return new
 
     def __len__(self) -> int:
@@ -347,8 +375,10 @@ class Templater:
             self._index.add(t, slot_type(self.entity_types.get(t)))
         self._q_cache: dict[str, _SpanIndex] = {}
         self._t_cache: dict[tuple[str, ...], _SpanIndex] = {}
-        self._t_last: tuple[tuple[str, ...], _SpanIndex] | None = None
-        self._memo: dict[tuple[str, str | None, tuple[str, ...]], list[tuple[str, str]]] = {}
+        # Memo of slot passes, keyed by (query, question, the names of the retrieved-titles index that the
+        # query can match): never by the titles themselves, whose list grows with an episode (a key that
+        # grows with the episode made memory quadratic in episode length).
+        self._memo: dict[tuple[str, str | None, tuple[tuple[str, str], ...]], list] = {}
 
     # -- context (question spans + retrieved titles), cached ---------------------------------------
     def _question_index(self, question: str | None) -> _SpanIndex | None:
@@ -370,24 +400,28 @@ class Templater:
         return idx
 
     def _titles_index(self, titles: tuple[str, ...]) -> _SpanIndex | None:
+        """An index of ``titles`` for callers that pass them whole (bounded cache of a few recent lists).
+        ``label_episodes`` instead grows one ``titles_context()`` per episode in place."""
         if not titles:
             return None
         idx = self._t_cache.get(titles)
         if idx is None:
-            # An episode's retrieved titles only grow: extend the previous index rather than rebuild it
-            # (the same adds in the same order, so the same index).
-            last = self._t_last
-            if last is not None and len(last[0]) < len(titles) and titles[:len(last[0])] == last[0]:
-                idx, rest = last[1].copy(), titles[len(last[0]):]
-            else:
-                idx, rest = _SpanIndex(), titles
-            for t in rest:
-                idx.add(t, slot_type(self.entity_types.get(t)))
-            if len(self._t_cache) >= self._cache_size:
+            idx = self.titles_context()
+            for t in titles:
+                self.add_title(idx, t)
+            if len(self._t_cache) >= 16:
                 self._t_cache.clear()
             self._t_cache[titles] = idx
-        self._t_last = (titles, idx)
         return idx
+
+    @staticmethod
+    def titles_context() -> _SpanIndex:
+        """An empty, growable index of an episode's retrieved titles (``add_title``, ``entry_in``)."""
+        return _SpanIndex()
+
+    def add_title(self, ctx: _SpanIndex, title: str) -> None:
+        """Add one retrieved title to an episode's titles context, in place."""
+        ctx.add(title, slot_type(self.entity_types.get(title)))
 
     # -- levels -----------------------------------------------------------------------------------
     def slot_tokens(self, query: str, *, question: str | None = None,
@@ -398,11 +432,23 @@ class Templater:
     def _entry(self, query: str, question: str | None, retrieved_titles: Iterable[str]) -> list:
         """Memo entry ``[slot pairs, slot string, content string, pos string]`` (strings filled lazily)."""
         rt = retrieved_titles if type(retrieved_titles) is tuple else tuple(retrieved_titles or ())
-        key = (query, question, rt)
+        return self.entry_in(query, question, self._titles_index(rt))
+
+    def entry_in(self, query: str, question: str | None, titles_ctx: _SpanIndex | None) -> list:
+        """``_entry`` with the retrieved titles given as a titles context (see ``titles_context``)."""
+        sig: tuple[tuple[str, str], ...] | None = ()
+        if titles_ctx is not None and titles_ctx.full:
+            sig = titles_ctx.signature(_prepare(query)[0])
+        else:
+            titles_ctx = None
+        if sig is None:  # too many names apply to memoise on them: compute (rare, bounded work)
+            return [self._slot_tokens(query, (self._index, self._question_index(question), titles_ctx)),
+                    None, None, None]
+        key = (query, question, sig)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
-        pairs = self._slot_tokens(query, (self._index, self._question_index(question), self._titles_index(rt)))
+        pairs = self._slot_tokens(query, (self._index, self._question_index(question), titles_ctx))
         if len(self._memo) >= 16 * self._cache_size:
             self._memo.clear()
         entry = self._memo[key] = [pairs, None, None, None]

@@ -1,0 +1,511 @@
+"""Transcripts: record -> turns, question, evidence -> a parsed episode. One parser per record format; the
+transcript is found by structure (any list of role/content or from/value turns; a text field where a grammar
+parses) and the question from a field, the first user turn, or a ``Question:`` / ``### Instruction:`` line.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from searchgym.diversity.readers.assembly import (
+    _adopt_pending,
+    _Assembler,
+    _attach_sidecar,
+    _Call,
+    _sidecar,
+)
+from searchgym.diversity.readers.grammars import (
+    _answer_of,
+    _function_call,
+    _tool_call_queries,
+    scan_text,
+)
+from searchgym.diversity.readers.records import (
+    _ANSWER_TOOLS,
+    _ASSISTANT,
+    _QUESTION_LINE,
+    _QWORD,
+    ANSWER_KEYS,
+    DEFAULT_SEARCH_TOOLS,
+    EPISODE_ID_KEYS,
+    MESSAGE_KEYS,
+    QUESTION_ID_KEYS,
+    QUESTION_KEYS,
+    RESPONSE_KEYS,
+    REWARD_KEYS,
+    STEP_KEYS,
+    Episode,
+    ReadStats,
+    _get,
+    _lookup,
+    tool_key,
+)
+from searchgym.errors import TrajectoryFormatError
+
+
+def parse_question(prompt: str) -> str | None:
+    """The question of a decoded prompt: text after the last ``Question:`` up to the line end, else the text
+    after ``### Instruction:`` up to the next ``###``, else the last chat-template user turn, else None."""
+    if not prompt:
+        return None
+    last = None
+    for last in _QWORD.finditer(prompt):
+        pass
+    if last is not None:
+        rest = prompt[last.end():]
+        end = len(rest)
+        for stop in ("\n", "<|"):
+            j = rest.find(stop)
+            if 0 <= j < end:
+                end = j
+        return rest[:end].strip() or None
+    k = prompt.find("### Instruction:")
+    if k >= 0:
+        rest = prompt[k + len("### Instruction:"):]
+        j = rest.find("###")
+        return (rest[:j] if j >= 0 else rest).strip() or None
+    k = prompt.rfind("<|im_start|>user")
+    if k >= 0:
+        rest = prompt[k + len("<|im_start|>user"):]
+        j = rest.find("<|im_end|>")
+        return (rest[:j] if j >= 0 else rest).strip() or None
+    return None
+
+
+def split_response(sequence: str) -> tuple[str, str]:
+    """(prompt, response) of a full decoded sequence, split at the first assistant header if any."""
+    m = _ASSISTANT.search(sequence)
+    if not m:
+        return "", sequence
+    return sequence[:m.start()], sequence[m.end():]
+
+
+def _number(v: Any, what: str, *, strict: bool = False) -> float | None:
+    """A reward-like number; ``strict`` refuses numeric strings (searchgym's own schema)."""
+    if v is None:
+        return None
+    if isinstance(v, dict):  # e.g. verl {"score": .., "acc": ..}
+        _, v = _lookup(v, ("score", "reward", "acc", "em"))
+        if v is None:
+            return None
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return float(v)
+    if isinstance(v, str) and not strict:
+        try:
+            f = float(v)
+        except ValueError:
+            f = math.nan
+        if math.isfinite(f):
+            return f
+    raise TrajectoryFormatError(f"{what} must be a number, got {v!r:.40}")
+
+
+def _step(v: Any, what: str) -> int | None:
+    if v is None:
+        return None
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and v.strip().isdigit():  # "300": a step written as text
+        return int(v)
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TrajectoryFormatError(f"{what} must be an integer, got {v!r:.40}")
+    return v
+
+
+def _str_or_none(v: Any) -> str | None:
+    if isinstance(v, str):
+        return v.strip() or None
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return str(v)
+    return None
+
+
+def _question(obj: dict, question_field: str | None, fallback: str | None) -> str | None:
+    if question_field:
+        v = _get(obj, question_field)
+        return _str_or_none(v) if not isinstance(v, (int, float)) else str(v)
+    _, v = _lookup(obj, QUESTION_KEYS)
+    if v is None:
+        v = _get(obj, "extra_info.question")
+    if isinstance(v, str) and v.strip():
+        if len(v) > 300 and ("Question:" in v or "question:" in v):
+            return parse_question(v)
+        return v.strip()
+    _, p = _lookup(obj, ("prompt", "input", "instruction"))
+    if isinstance(p, list):
+        return _chat_question(p)
+    if isinstance(p, str) and p.strip():
+        q = parse_question(p)
+        if q:
+            return q
+        if "\n" not in p.strip() and len(p) < 500:
+            return p.strip()
+    return fallback
+
+
+def _chat_question(msgs: list) -> str | None:
+    for m in msgs:
+        if isinstance(m, dict) and _role(m) == "user":
+            c = _content(m)
+            return parse_question(c) or (c.strip() or None)
+    return None
+
+
+def _record_meta(obj: dict, path: Path, lineno: int, *, step_field: str | None, reward_field: str | None,
+                 default_step: int | None) -> dict[str, Any]:
+    if step_field:
+        step = _step(_get(obj, step_field), f"step field {step_field!r}")
+    else:
+        k, v = _lookup(obj, STEP_KEYS)
+        step = _step(v, f"{k!r}") if k else None
+    if step is None:
+        step = default_step
+    if reward_field:
+        reward = _number(_get(obj, reward_field), f"reward field {reward_field!r}")
+    else:
+        k, v = _lookup(obj, REWARD_KEYS)
+        reward = _number(v, f"{k!r}") if k else None
+    _, eid = _lookup(obj, EPISODE_ID_KEYS)
+    _, qid = _lookup(obj, QUESTION_ID_KEYS)
+    if qid is None:
+        qid = _get(obj, "extra_info.index")
+    return {"step": step, "reward": reward, "episode_id": _str_or_none(eid) or f"{path.name}:{lineno}",
+            "question_id": _str_or_none(qid), "source_line": lineno}
+
+
+_Parsed = tuple[Episode, list[tuple[str, int, str]], int]
+
+
+class _Opts:
+    def __init__(self, *, query_tags: tuple[tuple[str, str], ...], text_field: str | None,
+                 step_field: str | None, question_field: str | None, reward_field: str | None,
+                 success_threshold: float, search_tools: tuple[str, ...] = ()):
+        self.query_tags = query_tags
+        self.search_tools = DEFAULT_SEARCH_TOOLS | {tool_key(t) for t in search_tools if t}
+        self.text_field = text_field
+        self.step_field = step_field
+        self.question_field = question_field
+        self.reward_field = reward_field
+        self.success_threshold = success_threshold
+        self.field: str | None = None  # the text field a detected record format reads
+        names = {o: _grammar_name(o) for o, _ in query_tags}
+        self.names = names
+
+
+def _grammar_name(open_tag: str) -> str:
+    return {"<search>": "search_tag", "<|begin_of_query|>": "r1_searcher",
+            "<|begin_search_query|>": "search_o1"}.get(open_tag, f"tags {open_tag}")
+
+
+def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: str | None,
+            opts: _Opts, answer_field: str | None = None, success: bool | None = None, *,
+            obj: dict | None = None, text: str | None = None) -> _Parsed:
+    """The parsed episode. ``text``: the transcript, searched for a question (``### Instruction:``,
+    ``Question:``) before its first call when no field gave one; ``obj``: the record, for evidence kept
+    beside the transcript (``search_information``, ``retrieved_docs``…)."""
+    if not question and text:
+        question = _question_in_text(text, opts.query_tags)
+    if question is not None:
+        question = sys.intern(question)  # many episodes share a question (k samples, GRPO groups)
+    ep, pending = asm.build(stats, question=question, **meta)
+    n_obs = asm.n_obs
+    side = _sidecar(obj) if obj is not None else None
+    if side:
+        if pending and not n_obs:  # evidence beside the text shows that the calls were executed
+            _adopt_pending(ep, pending)
+            for _, _, g in pending:
+                stats.grammars[g] += 1
+            pending = []
+        _attach_sidecar(ep, side)
+        stats.sidecar += 1
+        n_obs += len(side)
+    if ep.question_id is None:
+        ep.question_id = question
+    if ep.answer is None and answer_field:
+        ep.answer = answer_field
+    if success is None and ep.reward is not None:
+        success = ep.reward >= opts.success_threshold
+    ep.success = success
+    return ep, pending, n_obs
+
+
+_CALL_HEADS = ("<search>", "<tool_call>", "<|begin_of_query|>", "<|begin_search_query|>", "\nAction")
+
+
+def _question_in_text(text: str, query_tags: tuple[tuple[str, str], ...]) -> str | None:
+    """The question in a transcript's head (before its first call): ``### Instruction:`` / ``Question:``."""
+    head = text[:20000]
+    cut = len(head)
+    for m in _CALL_HEADS + tuple(o for o, _ in query_tags):
+        j = head.find(m)
+        if 0 <= j < cut:
+            cut = j
+    return parse_question(head[:cut])
+
+
+def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                default_step: int | None) -> _Parsed:
+    inp, out = obj.get("input"), obj.get("output")
+    if not isinstance(out, str):
+        raise TrajectoryFormatError(f"verl rollout line needs a string 'output' (keys: {sorted(obj)[:12]})")
+    if inp is not None and not isinstance(inp, str):
+        raise TrajectoryFormatError(f"verl 'input' must be a string, got {type(inp).__name__}")
+    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
+                        default_step=default_step)
+    _, prompt_q = None, parse_question(inp or "")
+    question = _question(_without(obj, ("input",)), opts.question_field, prompt_q)
+    asm = _Assembler(opts.search_tools)
+    response = split_response(out)[1] if _ASSISTANT.search(out) and not inp else out
+    scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
+    _, ans = _lookup(obj, ANSWER_KEYS)
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=out)
+
+
+def _without(obj: dict, keys: tuple[str, ...]) -> dict:
+    return {k: v for k, v in obj.items() if k not in keys}
+
+
+def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                    default_step: int | None) -> _Parsed:
+    key = opts.field
+    val = obj.get(key) if key else None
+    if key and val is None:
+        _, val = _lookup(obj, (key,))
+    if not isinstance(val, str):
+        raise TrajectoryFormatError(f"text field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
+    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
+                        default_step=default_step)
+    _, p = _lookup(obj, ("prompt", "input"))
+    prompt, response = "", val
+    if _ASSISTANT.search(val):
+        prompt, response = split_response(val)
+    elif key.lower() not in RESPONSE_KEYS and not isinstance(p, str):
+        # a full sequence without a chat template: the prompt ends with the question line
+        k = val.rfind("Question:")
+        if k >= 0:
+            j = val.find("\n", k)
+            prompt, response = val[:j if j >= 0 else len(val)], val[j + 1:] if j >= 0 else ""
+    question = _question(obj, opts.question_field, parse_question(prompt))
+    asm = _Assembler(opts.search_tools)
+    scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
+    _, ans = _lookup(obj, ANSWER_KEYS)
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
+
+
+def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                 default_step: int | None) -> _Parsed:
+    key = opts.field or "traj"
+    _, val = _lookup(obj, (key,))
+    if not isinstance(val, str):
+        raise TrajectoryFormatError(f"ReAct field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
+    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
+                        default_step=default_step)
+    text, q_in_text = _react_episode_text(val)
+    question = _question(obj, opts.question_field, q_in_text)
+    asm = _Assembler(opts.search_tools)
+    scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
+    _, ans = _lookup(obj, ("answer",) + ANSWER_KEYS)
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
+
+
+def _react_episode_text(val: str) -> tuple[str, str | None]:
+    """The part of a ReAct trace after its last ``Question:`` line start (few-shot examples come before)."""
+    k = -1
+    pos = len(val)
+    while True:
+        j = val.rfind("Question", 0, pos)
+        if j < 0:
+            break
+        if (j == 0 or val[j - 1] == "\n") and _QUESTION_LINE.match(val, j):
+            k = j
+            break
+        pos = j
+    if k < 0:
+        return val, None
+    m = _QUESTION_LINE.match(val, k)
+    e = val.find("\n", m.end())
+    e = len(val) if e < 0 else e
+    return val[e:], val[m.end():e].strip() or None
+
+
+def _is_turn(m: Any) -> bool:
+    return isinstance(m, dict) and (("role" in m and ("content" in m or "tool_calls" in m))
+                                    or ("from" in m and "value" in m))
+
+
+def find_turns(obj: dict) -> tuple[str | None, Any]:
+    """(key, list) of a record's chat transcript: a known key (``messages``, ``conversations``…), else any
+    field holding a list of role/content (or ShareGPT from/value) turns, whatever its name."""
+    k, msgs = _lookup(obj, MESSAGE_KEYS)
+    if isinstance(msgs, list):
+        return k, msgs
+    for kk, v in obj.items():
+        if isinstance(v, list) and v and all(_is_turn(m) for m in v[:3]):
+            return str(kk), v
+    return None, None
+
+
+def _role(m: dict) -> str:
+    r = m.get("role", m.get("from", ""))
+    r = r.lower() if isinstance(r, str) else ""
+    return {"human": "user", "gpt": "assistant", "function": "tool", "observation": "tool",
+            "ipython": "tool", "model": "assistant"}.get(r, r)
+
+
+def _content(m: dict) -> str:
+    c = m.get("content", m.get("value", ""))
+    if isinstance(c, str):
+        return c
+    if isinstance(c, list):  # [{"type": "text", "text": ...}]
+        return "\n".join(p.get("text", "") if isinstance(p, dict) and isinstance(p.get("text"), str)
+                         else (p if isinstance(p, str) else "") for p in c)
+    if c is None:
+        return ""
+    raise TrajectoryFormatError(f"message content must be a string or a list of parts, got {type(c).__name__}")
+
+
+def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                default_step: int | None) -> _Parsed:
+    mkey, msgs = find_turns(obj)
+    if not isinstance(msgs, list):
+        raise TrajectoryFormatError(f"chat record needs a list of role/content turns (keys: {sorted(obj)[:12]})")
+    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
+                        default_step=default_step)
+    asm = _Assembler(opts.search_tools)
+    question = None
+    seen_assistant = False
+    for m in msgs:
+        if not isinstance(m, dict):
+            raise TrajectoryFormatError(f"a message must be an object, got {type(m).__name__}")
+        role = _role(m)
+        if role == "assistant":
+            seen_assistant = True
+            scan_text(_content(m), asm, query_tags=opts.query_tags, grammar_names=opts.names)
+            tcs = m.get("tool_calls") or []
+            if not isinstance(tcs, list):
+                raise TrajectoryFormatError("'tool_calls' must be a list")
+            for tc in tcs:
+                fn = tc.get("function", tc) if isinstance(tc, dict) else None
+                if not isinstance(fn, dict):
+                    asm.call(_Call("openai_tools", None))
+                    continue
+                name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
+                lname = name.lower() if isinstance(name, str) else ""
+                if lname in _ANSWER_TOOLS:
+                    asm.finish(_answer_of(lname, args))
+                    break
+                cid = tc.get("id") if isinstance(tc.get("id"), str) else None
+                asm.call(_function_call(name, args, "openai_tools", cid, asm.search_tools))
+            if asm.done:
+                break
+        elif role == "function_call":  # ShareGPT/glaive: the call as JSON in its own turn
+            seen_assistant = True
+            c = _tool_call_queries(_content(m), asm.search_tools)
+            c.grammar = "function_call"
+            asm.call(c)
+        elif role in ("tool", "user"):
+            if role == "user" and not seen_assistant:
+                if question is None:
+                    c = _content(m)
+                    question = parse_question(c) or (c.strip() or None)
+                continue
+            if seen_assistant:
+                cid = m.get("tool_call_id")
+                asm.obs(_content(m), cid if isinstance(cid, str) else None)
+    question = _question(_without(obj, MESSAGE_KEYS + ((mkey,) if mkey else ())), opts.question_field, question)
+    _, ans = _lookup(obj, ANSWER_KEYS)
+    if asm.answer is None and not asm.done:
+        # the last assistant message without calls is the final answer
+        for m in reversed(msgs):
+            if isinstance(m, dict) and _role(m) == "assistant":
+                if not m.get("tool_calls"):
+                    c = _content(m).strip()
+                    asm.answer = c[-500:] if c else None
+                break
+    first_user = next((_content(m) for m in msgs if isinstance(m, dict) and _role(m) in ("user", "system")), None)
+    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=first_user)
+
+
+def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                   default_step: int | None) -> _Parsed:
+    tf = opts.text_field or ""
+    val = _get(obj, tf)
+    if val is None:
+        raise TrajectoryFormatError(f"text field {tf!r} is missing (keys: {sorted(obj)[:12]})")
+    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
+                        default_step=default_step)
+    question = _question(obj, opts.question_field, None)
+    asm = _Assembler(opts.search_tools)
+    if isinstance(val, list):
+        if not all(isinstance(q, str) for q in val):
+            raise TrajectoryFormatError(f"text field {tf!r} must be a list of strings")
+        for q in val:
+            asm.call(_Call("list", [q.strip()] if q.strip() else None, issued=True))
+    elif isinstance(val, str):
+        scan_text(val, asm, query_tags=opts.query_tags, grammar_names=opts.names)
+        if not any(t.calls for t in asm.turns) and not asm.n_obs:
+            s = val.strip()
+            if s and "\n" not in s:
+                asm.call(_Call("field", [s], issued=True))
+            elif s:
+                stats.skipped_reasons["text field without any search call"] += 1
+    else:
+        raise TrajectoryFormatError(f"text field {tf!r} must be a string or a list, got {type(val).__name__}")
+    return _finish(asm, stats, meta, question, opts)
+
+
+def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+                     default_step: int | None) -> _Parsed:
+    from searchgym.trajectory import Trajectory
+
+    # checked here as well as by Trajectory.from_dict, so that older schema code cannot let them through
+    _step(obj.get("policy_step"), "'policy_step'")
+    for k in ("reward", "em", "f1"):
+        _number(obj.get(k), f"{k!r}", strict=True)
+    tr = Trajectory.from_dict(obj)
+    ep = Episode(queries=[], step=tr.policy_step, question=tr.question, question_id=tr.question_id,
+                 reward=float(tr.reward), success=bool(tr.em), episode_id=str(tr.episode_id),
+                 answer=tr.prediction, source_line=lineno)
+    te = tr.extra.get("token_entropy")
+    ep.token_entropy = float(te) if isinstance(te, (int, float)) and not isinstance(te, bool) else None
+    turn = 0
+    for s in tr.steps:
+        if s.kind == "invalid":
+            ep.malformed += 1
+            continue
+        if s.kind != "search":
+            continue
+        qs = getattr(s, "queries", None) or s.extra.get("queries") or ([s.query] if s.query is not None else [])
+        if not isinstance(qs, list) or not all(isinstance(q, str) for q in qs):
+            raise TrajectoryFormatError("a search step's queries must be strings")
+        titles = getattr(s, "titles", None) or s.extra.get("titles") or s.extra.get("retrieved_titles") or []
+        if not isinstance(titles, list):
+            raise TrajectoryFormatError("a step's titles must be a list")
+        evid: list[str] = [str(t) for t in titles if not isinstance(t, list)]
+        for k in ("observation", "information", "evidence"):
+            v = s.extra.get(k)
+            if isinstance(v, str) and v:
+                evid.append(v)
+            elif isinstance(v, list):
+                evid.extend(str(x) for x in v)
+        per_query_titles = len(titles) == len(qs) and len(qs) > 1 and all(isinstance(t, list) for t in titles)
+        for qi, q in enumerate(qs):
+            ep.queries.append(q)
+            ep.turns.append(turn)
+            ts = [str(t) for t in titles[qi]] if per_query_titles else [str(t) for t in titles
+                                                                        if not isinstance(t, list)]
+            ep.titles.append(ts)
+            ep.evidence.append(list(evid))
+            ep.doc_ids.append(list(s.doc_ids))
+            stats.grammars["searchgym"] += 1
+        turn += 1
+    return ep, [], 1
+
+
+_PARSERS = {"verl": _parse_verl, "search-r1": _parse_sequence, "react": _parse_react, "chat": _parse_chat,
+            "jsonl": _parse_generic, "searchgym": _parse_searchgym}

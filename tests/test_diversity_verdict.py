@@ -1,0 +1,162 @@
+"""The verdict, built by construction: runs whose answer is known before the analysis looks at them."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from typer.testing import CliRunner
+
+from searchgym.cli import app
+from searchgym.diversity.core import label_episodes
+from searchgym.diversity.readers import Episode, Run
+from searchgym.diversity.report import analyze
+from searchgym.diversity.strategy import STRATEGIES
+from searchgym.diversity.templates import Templater
+from searchgym.diversity.verdict import compare, trend
+
+NAMES = ["Port Elsin", "Mara Quill", "Oren Vale", "Dunmore", "Kell River", "Ira Lewis", "Ravenhill", "Tam Ossory"]
+
+
+def _question(i: int) -> tuple[str, str]:
+    a, b = NAMES[i % len(NAMES)], NAMES[(i * 3 + 1) % len(NAMES)]
+    return f"Who founded the town where {a} met {b} in {1800 + i}?", a
+
+
+def _query(kind: str, question: str, name: str, rnd: random.Random) -> str:
+    """A query of a known strategy class for ``question``."""
+    if kind == "copy":
+        return question
+    if kind == "fragment":
+        return f"town {name} met"
+    if kind == "lookup":
+        return name
+    if kind == "relation":
+        return f"{name} {rnd.choice(['birthplace', 'spouse', 'employer', 'rival'])}"
+    return rnd.choice(["weather today", "cheap flights", "best pizza recipe", "football scores"])
+
+
+def _run(copy_share_by_step: dict[int, float], *, seed: int, eps_per_step: int = 40,
+         n_questions: int = 40) -> list[Episode]:
+    rnd = random.Random(seed)
+    out = []
+    for step, p in copy_share_by_step.items():
+        for k in range(eps_per_step):
+            q, name = _question(k % n_questions)
+            queries = []
+            for _ in range(3):
+                kind = "copy" if rnd.random() < p else rnd.choice(["fragment", "lookup", "relation", "off"])
+                queries.append(_query(kind, q, name, rnd))
+            out.append(Episode(queries=queries, step=step, question=q, question_id=f"q{k % n_questions}",
+                               reward=1.0))
+    return out
+
+
+def _lab(eps):
+    return label_episodes(eps, templater=Templater())
+
+
+def test_a_run_whose_copy_share_rises_is_squeezed():
+    steps = {s: 0.1 + 0.7 * s / 7 for s in range(8)}
+    tr = trend(_lab(_run(steps, seed=1)), n_boot=200, seed=0, classes=STRATEGIES)
+    assert tr["verdict"] == "squeezed", tr["sentence"]
+    lo, hi = tr["change"]["ci"]
+    assert lo <= tr["change"]["diff"] <= hi < 0
+    assert tr["change"]["onto"] == "copy-question"
+    assert tr["shares"]["copy-question"][0] < 0.25 and tr["shares"]["copy-question"][-1] > 0.65
+    assert tr["sentence"].startswith("squeezed: copy-question")
+    assert len(tr["strategy_entropy"]) == 8 and all(len(p["ci"]) == 2 for p in tr["strategy_entropy"])
+
+
+def test_a_run_without_change_is_no_detectable_change():
+    tr = trend(_lab(_run({s: 0.3 for s in range(6)}, seed=2)), n_boot=200, seed=0, classes=STRATEGIES)
+    assert tr["verdict"] == "no detectable change", tr["sentence"]
+    lo, hi = tr["change"]["ci"]
+    assert lo < 0 < hi
+
+
+def test_two_runs_on_the_same_questions_with_equal_mixes_are_not_different():
+    a, b = _run({0: 0.3}, seed=3), _run({0: 0.3}, seed=4)
+    ra, rb = Run("A", "a", "x", a), Run("B", "b", "x", b)
+    comps = compare("A", "B", ra, rb, _lab(a), _lab(b), classes=STRATEGIES, n_boot=200, seed=0)
+    ent = next(c for c in comps if c["metric"] == "strategy_entropy")
+    assert ent["verdict"] == "not different", ent["sentence"]
+    assert ent["matched_questions"] == 40 and ent["confounds"] == []
+    assert ent["noise"] > 0
+
+
+def test_two_runs_that_differ_are_told_apart_with_the_right_sign():
+    a, b = _run({0: 0.1}, seed=5), _run({0: 0.9}, seed=6)
+    comps = compare("SFT", "RL", Run("SFT", "a", "x", a), Run("RL", "b", "x", b), _lab(a), _lab(b),
+                    classes=STRATEGIES, n_boot=200, seed=0)
+    ent = next(c for c in comps if c["metric"] == "strategy_entropy")
+    assert ent["verdict"] == "RL narrower than SFT" and ent["ci"][1] < 0
+
+
+def test_mi_with_one_episode_per_question_is_not_available():
+    eps = _run({0: 0.3}, seed=7, eps_per_step=40, n_questions=40)  # one episode per question
+    summary = analyze([Run("one", "one", "x", eps)], n_boot=20)
+    block = summary["runs"]["one"]
+    assert block["strategy"]["mi_question"] is None
+    assert block["warning_counts"]["mi_unavailable"] == 40
+
+
+def test_summary_keys_and_report_lead_with_the_verdict(tmp_path):
+    eps = _run({s: 0.1 + 0.7 * s / 5 for s in range(6)}, seed=8)
+    src = tmp_path / "rl.jsonl"
+    with src.open("w") as fh:
+        for e in eps:
+            fh.write(json.dumps({"question": e.question, "step": e.step, "reward": 1.0, "queries": e.queries}) + "\n")
+    res = CliRunner().invoke(app, ["analyze", str(src), str(src), "--label", "RL", "--label", "RL-again",
+                                   "--text-field", "queries", "--out", str(tmp_path / "a"), "--no-plots",
+                                   "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    assert "verdict: RL: squeezed" in res.output
+    s = json.loads((tmp_path / "a" / "summary.json").read_text())
+    tr = s["runs"]["RL"]["trend"]
+    assert {"steps", "strategy_entropy", "shares", "change", "verdict"} <= set(tr)
+    assert {"first", "last", "diff", "ci"} <= set(tr["change"])
+    assert {"step", "value", "ci"} <= set(tr["strategy_entropy"][0])
+    c = s["comparisons"][0]
+    assert {"a", "b", "matched_questions", "metric", "diff", "ci", "verdict", "confounds"} <= set(c)
+    assert c["verdict"] == "not different"
+    md = (tmp_path / "a" / "report.md").read_text().splitlines()
+    assert md[2] == "## Verdict" and md[4].startswith("- RL: squeezed")
+
+
+def test_plots_include_the_verdict_and_render_cjk_labels(tmp_path):
+    import warnings
+
+    import pytest
+
+    from searchgym.diversity.plotting import cjk_font
+    from searchgym.diversity.report import make_plots
+
+    if cjk_font() is None:
+        pytest.skip("no font with CJK glyphs: pip install mplfonts (ships Noto Sans CJK SC) or a system CJK font")
+    eps = _run({s: 0.1 + 0.7 * s / 4 for s in range(5)}, seed=9)
+    for e in eps[:20]:
+        e.queries = ["环磷酰胺 不良反应", "长江 流经 省份"]
+    summary = analyze([Run("中文运行", "x", "x", eps)], n_boot=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "Glyph ... missing from font(s)" is a UserWarning
+        images = make_plots(summary, tmp_path)
+    assert any(f.startswith("verdict_") for f in images.values())
+    assert any(f.startswith("top_templates_") for f in images.values())
+
+
+def test_question_mi_per_step_needs_two_episodes_per_question_and_has_a_ci():
+    one = trend(_lab(_run({s: 0.3 for s in range(3)}, seed=10)), n_boot=50, seed=0, classes=STRATEGIES)
+    assert all(p["value"] is None and "2 episodes" in p["why"] for p in one["mi_question"])
+    # 4 episodes per question per step: the strategy depends on the question (copy for even questions)
+    eps = []
+    rnd = random.Random(11)
+    for step in range(3):
+        for k in range(40):
+            q, name = _question(k % 10)
+            kind = "copy" if (k % 10) % 2 == 0 else rnd.choice(["fragment", "lookup"])
+            eps.append(Episode(queries=[_query(kind, q, name, rnd)], step=step, question=q,
+                               question_id=f"q{k % 10}", reward=1.0))
+    tr = trend(_lab(eps), n_boot=50, seed=0, classes=STRATEGIES)
+    for p in tr["mi_question"]:
+        assert p["value"] > 0.2 and p["ci"][0] <= p["value"] <= p["ci"][1] and p["k"] == 4
