@@ -53,6 +53,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             min=0.01, help="Seconds for a request's headers to arrive after its first byte (else 408).")] = 10.0,
         body_timeout: Annotated[float, typer.Option(
             min=0.01, help="Seconds for a request's body to arrive after its headers (else 408).")] = 30.0,
+        write_timeout: Annotated[float, typer.Option(
+            min=0.01, help="Seconds a client may read none of its answer before it is disconnected.")] = 30.0,
         max_header_kb: Annotated[int, typer.Option(
             min=1, help="Request line + headers limit in KiB (else 431).")] = 64,
         access_log: Annotated[bool, typer.Option(help="Log every request (slower).")] = False,
@@ -83,7 +85,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 err.print(f"[yellow]warning:[/] binding {host} without an API key: anyone who can reach this "
                           "port can query the index")
             guards = ServerGuards(keep_alive_s=keep_alive, header_s=header_timeout, body_s=body_timeout,
-                                  max_header_bytes=max_header_kb * 1024, max_connections=max_connections)
+                                  max_header_bytes=max_header_kb * 1024, max_connections=max_connections,
+                                  write_s=write_timeout)
             limits = {"max_queries": max_queries, "max_query_chars": max_query_chars, "max_topk": max_topk,
                       "max_body_bytes": None if max_body_mb is None else int(max_body_mb * 1024 * 1024),
                       "max_inflight": max_inflight}

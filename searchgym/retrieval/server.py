@@ -33,6 +33,7 @@ import json
 import logging
 import math
 import os
+import re
 import reprlib
 import struct
 import threading
@@ -886,6 +887,13 @@ def _raw_response(status: int, detail: str) -> bytes:
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
 
 
+# ``curl --http2`` offers HTTP/2 with "Connection: Upgrade, HTTP2-Settings" + "Upgrade: h2c". The HTTP parser
+# then treats everything after the head as the new protocol, so a POST body was lost (the app saw an empty
+# body). The server does not speak h2c; RFC 9110 lets it ignore the offer and answer in HTTP/1.1, which needs
+# the parser not to see the Upgrade header: it is renamed before parsing.
+_H2C_UPGRADE = re.compile(rb"\r\nupgrade:([ \t]*h2c[ \t]*)(?=\r\n)", re.IGNORECASE)
+
+
 class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a refused head."""
 
@@ -982,7 +990,9 @@ if _HttpToolsProtocol is not None:
 
         def data_received(self, data: bytes) -> None:
             # uvicorn's data_received, except that a head refused by on_headers_complete (431) is not
-            # also answered 400
+            # also answered 400, and an h2c upgrade offer is ignored (see _H2C_UPGRADE)
+            if self._phase in ("idle", "head") and b"h2c" in data:
+                data = _H2C_UPGRADE.sub(rb"\r\nx-ignored-upgrade:\1", data)
             self._unset_keepalive_if_required()
             try:
                 self.parser.feed_data(data)
@@ -993,6 +1003,8 @@ if _HttpToolsProtocol is not None:
                 return
             except httptools.HttpParserUpgrade:
                 if self._should_upgrade():
+                    self._arm("closed", None)  # the WebSocket protocol owns the connection now, with its own pings
+                    self._disarm_write()
                     self.handle_websocket_upgrade()
                 else:
                     self._unsupported_upgrade_warning()
