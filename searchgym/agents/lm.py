@@ -316,6 +316,10 @@ def load_model_and_tokenizer(
             raise ConfigError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from exc
     elif dtype == "auto":
         torch_dtype = "auto"
+    if local:
+        from searchgym.agents.model_files import check_model_dir
+
+        check_model_dir(path, trust_remote_code=trust_remote_code)  # lying headers / configs: ModelLoadError
     try:
         tok = AutoTokenizer.from_pretrained(src, local_files_only=local_only,
                                             trust_remote_code=trust_remote_code)
@@ -323,7 +327,9 @@ def load_model_and_tokenizer(
         if torch_dtype is not None:
             kw["dtype"] = torch_dtype
         model = AutoModelForCausalLM.from_pretrained(src, **kw)
-    except (OSError, ValueError) as exc:
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever a broken directory makes transformers raise is typed here
         how = ("it is not a local directory and the Hugging Face hub is offline/unreachable; download "
                "it first (huggingface-cli download) and pass the local path"
                if local_only and not local else "check that the directory holds a causal LM and tokenizer")

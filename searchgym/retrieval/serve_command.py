@@ -66,7 +66,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         err = Console(stderr=True)
         try:
-            from searchgym.retrieval.server import ServerGuards, read_api_key_file, serve
+            from searchgym.retrieval.server import ServerGuards, api_key_file_warning, read_api_key_file, serve
         except ImportError as e:
             err.print(f"[red]error:[/] the server needs fastapi and uvicorn: pip install 'searchgym[server]' ({e})")
             raise typer.Exit(1) from None
@@ -75,6 +75,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError("give the key one way: --api-key-file or --api-key, not both")
             if api_key_file is not None:
                 key = read_api_key_file(api_key_file)
+                warning = api_key_file_warning(api_key_file)
+                if warning:
+                    err.print(f"[yellow]warning:[/] {warning}")
             elif api_key:
                 key = api_key
                 err.print("[yellow]warning:[/] --api-key puts the key on the command line, where any local user "

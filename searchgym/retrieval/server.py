@@ -820,6 +820,9 @@ def app_from_env() -> FastAPI:
         raise RuntimeError(f"{ENV_INDEX_DIR} is not set; start the server with `searchgym serve INDEX_DIR`")
     key_file = os.environ.get(ENV_API_KEY_FILE)
     api_key = read_api_key_file(key_file) if key_file else os.environ.get(ENV_API_KEY) or None
+    warning = api_key_file_warning(key_file) if key_file else None
+    if warning:
+        log.warning(warning)
     return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")), api_key=api_key,
                     search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")),
                     **json.loads(os.environ.get(ENV_LIMITS) or "{}"))
@@ -834,6 +837,18 @@ def read_api_key_file(path: str | Path) -> str:
     if not key:
         raise ConfigError(f"the API key file {path} is empty")
     return key
+
+
+def api_key_file_warning(path: str | Path) -> str | None:
+    """A warning when the key file is readable or writable by other users (mode ``& 0o077``), else None."""
+    try:
+        mode = Path(path).stat().st_mode & 0o777
+    except OSError:
+        return None
+    if mode & 0o077:
+        return (f"the API key file {path} has permissions {mode:04o}: other local users can read it; "
+                f"chmod 600 {path}")
+    return None
 
 
 class AppFactory:
