@@ -363,11 +363,12 @@ def encode_prompt(tokenizer: Any, prompt: str, *, use_chat_template: bool | None
     if use_chat_template is None:
         use_chat_template = bool(getattr(tokenizer, "chat_template", None))
     if use_chat_template:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(x) for x in ids]
+        # rendered within output-size, time and memory bounds (the template is code from the model directory),
+        # then tokenized as apply_chat_template does (the template carries its own special tokens)
+        from searchgym.agents.chat_template import render_chat_template
+
+        text = render_chat_template(tokenizer, [{"role": "user", "content": prompt}], add_generation_prompt=True)
+        return [int(x) for x in tokenizer(text, add_special_tokens=False)["input_ids"]]
     return [int(x) for x in tokenizer(prompt, add_special_tokens=True)["input_ids"]]
 
 
