@@ -270,8 +270,33 @@ def parse_request(body: bytes, *, default_topk: int, max_queries: int, max_query
         data = _loads(body)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
         raise _BadRequest(400, f"malformed JSON body: {e}") from None
+    if isinstance(data, dict) and _nested_deeper(data, MAX_JSON_DEPTH):
+        raise _BadRequest(400, f"JSON body nested more than {MAX_JSON_DEPTH} levels deep")
     return _validate(data, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
                      max_topk=max_topk, max_hits=max_hits)
+
+
+MAX_JSON_DEPTH = 64  # a request is 3 levels deep; deeper bodies are refused (the decoders' own limits are ~1,000)
+
+
+def _nested_deeper(data: dict[str, Any], limit: int) -> bool:
+    """Whether the body nests lists/objects more than ``limit`` deep. Iterative; the known keys are checked
+    shallowly (``_validate`` refuses anything but strings inside ``queries``), so a normal request costs a few
+    comparisons."""
+    stack: list[tuple[Any, int]] = [(v, 2) for k, v in data.items() if k != "queries"]
+    queries = data.get("queries")
+    if isinstance(queries, list):
+        stack.extend((q, 3) for q in queries if not isinstance(q, str))
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            value = list(value.values())
+        elif not isinstance(value, list):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((v, depth + 1) for v in value if isinstance(v, (list, dict)))
+    return False
 
 
 _MSGPACK_TYPES = frozenset((b"application/msgpack", b"application/x-msgpack", b"application/vnd.msgpack"))
