@@ -48,10 +48,9 @@ def _bounded_binop(self: Any, context: Any, operator: str, left: Any, right: Any
         if isinstance(left, sized) and isinstance(right, sized) and len(left) + len(right) > MAX_OPERAND_CHARS:
             raise ChatTemplateError(f"the chat template builds a {type(left).__name__} over the "
                                     f"{MAX_OPERAND_CHARS:,}-item limit")
-    elif operator == "**":
-        if isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and \
-                right * max(1, abs(left).bit_length()) > 4096:
-            raise ChatTemplateError(f"the chat template computes {left} ** {right}: over the 4,096-bit limit")
+    elif operator == "**" and isinstance(left, int) and isinstance(right, int) and abs(left) > 1 and \
+            right * max(1, abs(left).bit_length()) > 4096:
+        raise ChatTemplateError(f"the chat template computes {left} ** {right}: over the 4,096-bit limit")
     return self.binop_table[operator](left, right)
 
 

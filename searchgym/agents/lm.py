@@ -329,7 +329,7 @@ def load_model_and_tokenizer(
         model = AutoModelForCausalLM.from_pretrained(src, **kw)
     except ModelLoadError:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever a broken directory makes transformers raise is typed here
+    except Exception as exc:
         how = ("it is not a local directory and the Hugging Face hub is offline/unreachable; download "
                "it first (huggingface-cli download) and pass the local path"
                if local_only and not local else "check that the directory holds a causal LM and tokenizer")

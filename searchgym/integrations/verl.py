@@ -118,7 +118,7 @@ def _default_schema() -> dict[str, Any]:
 
 # -- reward -----------------------------------------------------------------------------------------------
 # compute_score needs no verl: it lives in verl_reward (usable as a custom_reward_function path on its own)
-from searchgym.integrations.verl_reward import compute_score  # noqa: E402
+from searchgym.integrations.verl_reward import compute_score
 
 
 def main(argv: list[str] | None = None) -> int:

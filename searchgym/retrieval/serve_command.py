@@ -66,7 +66,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         err = Console(stderr=True)
         try:
-            from searchgym.retrieval.server import ServerGuards, api_key_file_warning, read_api_key_file, serve
+            from searchgym.retrieval.server import (
+                ServerGuards,
+                api_key_file_warning,
+                read_api_key_file,
+                serve,
+            )
         except ImportError as e:
             err.print(f"[red]error:[/] the server needs fastapi and uvicorn: pip install 'searchgym[server]' ({e})")
             raise typer.Exit(1) from None

@@ -58,11 +58,11 @@ class PeakRSS:
                 return
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> PeakRSS:
+    def __enter__(self) -> PeakRSS:  # noqa: PYI034 - final in practice
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5)
 

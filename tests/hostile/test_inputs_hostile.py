@@ -95,7 +95,7 @@ def test_a_lying_model_directory_is_refused_before_loading(tiny_model_dir, tmp_p
                                  pytest.param(LIES[2], marks=pytest.mark.slow), LIES[3]])
 def test_a_lying_model_directory_is_a_typed_error(tiny_model_dir, tmp_path, lie):
     d = _lie(tiny_model_dir, tmp_path, lie)
-    rc, out, err, peak_mb, _ = _rollout(d, tmp_path)
+    rc, _, err, peak_mb, _ = _rollout(d, tmp_path)
     assert rc != 0
     no_traceback(err)
     assert ("safetensors" in err or "config.json" in err), err[-2000:]
@@ -132,7 +132,7 @@ def test_a_hostile_chat_template_is_refused_within_its_bounds(tiny_model_dir, na
 def test_a_hostile_chat_template_is_a_typed_error(tiny_model_dir, tmp_path, name):
     d = _copy(tiny_model_dir, tmp_path / "lm")
     (d / "chat_template.jinja").write_text(TEMPLATES[name])
-    rc, out, err, peak_mb, secs = run_measured(
+    rc, _, err, peak_mb, _ = run_measured(
         [SEARCHGYM, "rollout", "--agent", str(d), "-n", "1", "--max-new-tokens", "4"], timeout=TEMPLATE_BUDGET_S,
         cwd=tmp_path)
     assert rc != 0

@@ -7,7 +7,6 @@ import base64
 import os
 import socket
 import time
-from pathlib import Path
 
 import pytest
 
