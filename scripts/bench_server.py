@@ -437,7 +437,7 @@ def hostile(index_dir: Path, base: Path | None, emit: Any) -> None:
                 lambda port, url: _unread_clients(port)),
                ("four 8 MB msgpack bodies of empty maps, at once", "< 400 MB, /health < 2 s",
                 lambda port, url: _msgpack_bombs(url)),
-               ("JSON nested 500 / 900 / 990 / 5,000 deep", "4xx each", lambda port, url: _nested(url))]
+               ("JSON nested 500 / 900 / 990 / 5,000 deep (an unknown key)", "4xx each", lambda port, url: _nested(url))]
     sides = [("this checkout", None)] + ([("base " + str(base), base)] if base is not None else [])
     rows: dict[str, list[str]] = {name: [] for name, _, _ in attacks}
     for _, path in sides:
