@@ -67,6 +67,8 @@ DEFAULT_MAX_INFLIGHT = 256        # /retrieve requests in progress at once (unti
 DEFAULT_MAX_INFLIGHT_HITS = 16 * DEFAULT_MAX_HITS  # hits of all answers not yet written; more get 503
 _STREAM_MIN_HITS = 4096           # answers with more hits are rendered piece by piece as the client reads
 _STREAM_CHUNK_HITS = 1024         # hits per piece of a streamed answer
+_JSON_MANY_CONTAINERS = 4096 + 64  # "{" + "[" bytes above which a JSON body is decoded one at a time
+_HEAVY_PARSE_WAIT_S = 10.0        # ... waiting at most this long for its turn (else 503)
 
 ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
 ENV_TOPK = "SEARCHGYM_SERVE_TOPK"
@@ -280,22 +282,22 @@ MAX_JSON_DEPTH = 64  # a request is 3 levels deep; deeper bodies are refused (th
 
 
 def _nested_deeper(data: dict[str, Any], limit: int) -> bool:
-    """Whether the body nests lists/objects more than ``limit`` deep. Iterative; the known keys are checked
-    shallowly (``_validate`` refuses anything but strings inside ``queries``), so a normal request costs a few
-    comparisons."""
-    stack: list[tuple[Any, int]] = [(v, 2) for k, v in data.items() if k != "queries"]
-    queries = data.get("queries")
-    if isinstance(queries, list):
-        stack.extend((q, 3) for q in queries if not isinstance(q, str))
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            value = list(value.values())
-        elif not isinstance(value, list):
+    """Whether a value other than ``queries`` nests lists/objects more than ``limit`` deep (``_validate`` refuses
+    anything but strings inside ``queries``). Depth-first over iterators: memory grows with the depth, not with
+    the number of items, and a normal request (no other containers) costs a few comparisons."""
+    for key, value in data.items():
+        if key == "queries" or not isinstance(value, (list, dict)):
             continue
-        if depth > limit:
-            return True
-        stack.extend((v, depth + 1) for v in value if isinstance(v, (list, dict)))
+        stack = [iter(value.values() if isinstance(value, dict) else value)]
+        while stack:
+            if len(stack) + 1 > limit:
+                return True
+            for item in stack[-1]:
+                if isinstance(item, (list, dict)):
+                    stack.append(iter(item.values() if isinstance(item, dict) else item))
+                    break
+            else:
+                stack.pop()
     return False
 
 
@@ -510,6 +512,7 @@ class _RetrieveHandler:
         self.max_inflight_hits = max_inflight_hits
         self.inflight_hits = 0  # hits of the streamed answers not yet fully sent (any thread, under the lock)
         self._hits_lock = threading.Lock()
+        self._container_heavy = threading.Semaphore(1)
         self.renderer = _Renderer()
         # Searches run on a small pool (one request per core at a time) so a long batch never blocks the
         # event loop; a search expected to take less than _INLINE_BUDGET_S runs inline, which saves two
@@ -562,6 +565,23 @@ class _RetrieveHandler:
     def _parse(self, body: bytes, msgpack: bool) -> tuple[list[str], int, bool, str | None]:
         if msgpack:
             return parse_msgpack_request(body, **self.limits)
+        if len(body) > _INLINE_BODY_BYTES and body.count(b"{") + body.count(b"[") > _JSON_MANY_CONTAINERS:
+            # A JSON body of millions of empty objects decodes to ~30x its size (8 MB: ~250 MB). A normal
+            # request holds a handful of containers; bodies with many are decoded one at a time, so several at
+            # once cost one decode's memory, not their sum.
+            if not self._container_heavy.acquire(timeout=_HEAVY_PARSE_WAIT_S):
+                raise _BadRequest(503, "server busy decoding another JSON body of many objects; retry after a "
+                                       "moment")
+            try:
+                try:
+                    return (*parse_request(body, **self.limits), None)
+                except _BadRequest as e:
+                    failure = (e.status, e.detail)
+                # leaving the except clause dropped the traceback, and with it the decoded body: freed before
+                # the next heavy body may start
+                raise _BadRequest(*failure)
+            finally:
+                self._container_heavy.release()
         return (*parse_request(body, **self.limits), None)
 
     def _parse_and_answer(self, body: bytes, msgpack: bool = False) -> Answer:

@@ -122,6 +122,40 @@ def test_four_msgpack_bodies_of_empty_maps_stay_small_and_health_answers(server)
     assert max(s for _, s in health) < HEALTH_BUDGET_S, health
 
 
+def test_four_json_bodies_of_empty_objects_stay_small_and_health_answers(server):
+    n = (8 * 1024 * 1024 - 64) // 3
+    bomb = b'{"queries": [' + b"{}," * (n - 1) + b"{}]}"
+    statuses: list[int] = []
+    health: list[tuple[int, float]] = []
+
+    def post() -> None:
+        s = _raw_post(server.port, bomb)
+        s.settimeout(120)
+        answer = b""
+        while not answer.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        s.close()
+        statuses.append(int(answer.split(b" ", 2)[1]))
+
+    with PeakRSS(server.pid) as peak:
+        threads = [threading.Thread(target=post) for _ in range(4)]
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 120
+        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+            health.append(server.health_seconds())
+            time.sleep(0.05)
+        for t in threads:
+            t.join(max(0.0, deadline - time.monotonic()))
+    assert len(statuses) == 4 and all(400 <= s < 500 or s == 503 for s in statuses), statuses
+    assert peak.rise_mb < MSGPACK_RISE_MB, f"RSS rose {peak.rise_mb:.0f} MB"
+    assert all(code == 200 for code, _ in health)
+    assert max(s for _, s in health) < HEALTH_BUDGET_S, health
+
+
 # --- item 2: clients that do not read their answers ---------------------------------------------------------
 def _big_request() -> bytes:
     return json.dumps({"queries": [f"capital of country {i}" for i in range(650)], "topk": 100}).encode()
