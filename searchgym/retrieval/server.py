@@ -314,29 +314,27 @@ def is_msgpack(body: bytes, content_type: bytes | None) -> bool:
     return bool(body) and body[0] in _MSGPACK_MAP_FIRST
 
 
-_MSGPACK_MAX_KEYS = 64  # a request map has four meaningful keys; more is refused before any value is decoded
+_MAX_REQUEST_KEYS = 64  # a request has four meaningful keys; more is refused before any value is decoded
 # What each known key may decode to: scalars only (plus a bounded list of scalars for "queries"), so a body
 # of millions of empty maps or arrays is refused at its first item instead of being built in memory (an
 # 8 MB msgpack body of empty maps decoded untyped takes ~590 MB).
-_MSGPACK_SCALAR_NAMES = "a string, number, boolean or nil"
-_MSGPACK_WRONG = {"query": '"query" must be a string, got a msgpack {what}',
-                  "queries": '"queries" must be a list of strings, got a msgpack {what}',
-                  "topk": '"topk" must be a positive integer or null, got a msgpack {what}',
-                  "return_scores": '"return_scores" must be true or false, got a msgpack {what}'}
-_msgpack_types: dict[int, dict[str, Any]] = {}
+_WRONG = {"query": '"query" must be a string, got {what}',
+          "queries": '"queries" must be a list of strings, got {what}',
+          "topk": '"topk" must be a positive integer or null, got {what}',
+          "return_scores": '"return_scores" must be true or false, got {what}'}
+_typed: dict[int, dict[str, Any]] = {}
 
 
-def _msgpack_field_types(max_queries: int) -> dict[str, Any]:
-    types = _msgpack_types.get(max_queries)
+def _field_types(max_queries: int) -> dict[str, Any]:
+    types = _typed.get(max_queries)
     if types is None:
         import msgspec
 
         scalar = str | int | float | bool | None
         queries = Annotated[list[scalar], msgspec.Meta(max_length=max_queries)] | scalar  # type: ignore[valid-type]
-        types = _msgpack_types[max_queries] = {"query": scalar, "topk": scalar, "return_scores": scalar,
-                                               "queries": queries,
-                                               "": Annotated[dict[Any, msgspec.Raw],
-                                                             msgspec.Meta(max_length=_MSGPACK_MAX_KEYS)]}
+        types = _typed[max_queries] = {"query": scalar, "topk": scalar, "return_scores": scalar,
+                                       "queries": queries,
+                                       "": Annotated[dict[Any, msgspec.Raw], msgspec.Meta(max_length=_MAX_REQUEST_KEYS)]}
     return types
 
 
@@ -344,26 +342,63 @@ def _msgpack_kind(raw: bytes) -> str:
     """The msgpack type of an encoded value, from its first byte (for error messages)."""
     b = raw[0] if raw else 0xC1
     if b <= 0x7F or b >= 0xE0 or 0xCC <= b <= 0xD3:
-        return "integer"
+        return "a msgpack integer"
     if 0x80 <= b <= 0x8F or b in (0xDE, 0xDF):
-        return "map"
+        return "a msgpack map"
     if 0x90 <= b <= 0x9F or b in (0xDC, 0xDD):
-        return "array"
+        return "a msgpack array"
     if 0xC4 <= b <= 0xC6:
-        return "bin (bytes)"
+        return "a msgpack bin (bytes)"
     if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8:
-        return "extension type"
-    return "value"
+        return "a msgpack extension type"
+    return "a msgpack value"
+
+
+def _json_kind(raw: bytes) -> str:
+    b = raw.lstrip()[:1]
+    return {b"{": "an object", b"[": "an array", b'"': "a string"}.get(b, "a number, boolean or null")
+
+
+def _decode_typed(body: bytes, decode: Any, kind: Any, fmt: str, max_queries: int) -> dict[Any, Any]:
+    """The request map, decoded in two typed steps (``decode`` is ``msgspec.msgpack.decode`` or
+    ``msgspec.json.decode``): the top map with its values left encoded (``msgspec.Raw``, at most 64 keys), then
+    only the four known keys, each into scalars (or a list of at most ``max_queries`` scalars). Unknown keys
+    are never decoded, and no value can expand into millions of objects. Raises ``_BadRequest``; a body
+    ``decode`` cannot parse raises ``msgspec.DecodeError``."""
+    import msgspec
+
+    types = _field_types(max_queries)
+    try:
+        top = decode(body, type=types[""])
+    except msgspec.ValidationError as e:
+        if "length <=" in str(e):
+            raise _BadRequest(413, f"the {fmt} request map has more than {_MAX_REQUEST_KEYS} keys") from None
+        raise _BadRequest(422, f'the body must be a {fmt} map {{"query": str}} or {{"queries": [str]}}, got '
+                               f"{kind(body)}") from None
+    data: dict[Any, Any] = {}
+    for key, raw in top.items():
+        if key not in _WRONG:
+            data[key] = None  # present, never decoded (only its presence could matter)
+            continue
+        try:
+            data[key] = decode(raw, type=types[key])
+        except msgspec.ValidationError as e:
+            if key == "queries" and "length <=" in str(e):
+                raise _BadRequest(413, f"more than {max_queries} queries in one request; the limit is "
+                                       f"{max_queries} (split the batch, or raise --max-queries)") from None
+            what = kind(bytes(raw))
+            if key == "queries" and what.endswith("array"):
+                raise _BadRequest(422, f'"queries" must be a list of strings; an item is a {fmt} map, array or '
+                                       "other non-string value") from None
+            raise _BadRequest(422, _WRONG[key].format(what=what)) from None
+    return data
 
 
 def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
                           max_topk: int, max_hits: int) -> tuple[list[str], int, bool, str]:
     """Like :func:`parse_request` for a msgpack body (GEM's SearchTool); also returns the answer shape:
     ``FLAT`` for the one-query ``{"query": str}`` form (GEM's own server answers it flat), else ``NESTED``.
-
-    The body is decoded in two typed steps: the top map with its values left encoded (``msgspec.Raw``, at most
-    64 keys), then only the four known keys, each into scalars (or a list of at most ``max_queries``
-    scalars). Unknown keys are never decoded, and no value can expand into millions of objects."""
+    Decoded typed (:func:`_decode_typed`): unknown keys are never decoded."""
     if not body:
         raise _BadRequest(400, 'empty body: send a msgpack map {"query": str, "topk": int|null, '
                                '"return_scores": bool}')
@@ -372,38 +407,34 @@ def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, m
     except ImportError:
         raise _BadRequest(415, "msgpack bodies need msgspec on the server: pip install msgspec "
                                "(or send JSON)") from None
-    types = _msgpack_field_types(max_queries)
     try:
-        top = msgspec.msgpack.decode(body, type=types[""])
-    except msgspec.ValidationError as e:
-        if "length <=" in str(e):
-            raise _BadRequest(413, f"the msgpack request map has more than {_MSGPACK_MAX_KEYS} keys") from None
-        raise _BadRequest(422, f'the body must be a msgpack map {{"query": str}} or {{"queries": [str]}}, got a '
-                               f"msgpack {_msgpack_kind(body)}") from None
+        data = _decode_typed(body, msgspec.msgpack.decode, _msgpack_kind, "msgpack", max_queries)
     except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as e:  # TypeError: a map as a key
         raise _BadRequest(400, f"malformed msgpack body: {e}") from None
-    data: dict[Any, Any] = {}
-    for key, raw in top.items():
-        if key not in _MSGPACK_WRONG:
-            data[key] = None  # present, never decoded (only its presence could matter)
-            continue
-        try:
-            data[key] = msgspec.msgpack.decode(raw, type=types[key])
-        except msgspec.ValidationError as e:
-            if key == "queries" and "length <=" in str(e):
-                raise _BadRequest(413, f"more than {max_queries} queries in one request; the limit is "
-                                       f"{max_queries} (split the batch, or raise --max-queries)") from None
-            what = _msgpack_kind(bytes(raw))
-            if key == "queries" and what == "array":
-                raise _BadRequest(422, '"queries" must be a list of strings; an item is a msgpack map, array, '
-                                       "bin or extension type") from None
-            raise _BadRequest(422, _MSGPACK_WRONG[key].format(what=what)) from None
-        except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as e:
-            raise _BadRequest(400, f"malformed msgpack body: {e}") from None
     queries, topk, return_scores = _validate(data, default_topk=default_topk, max_queries=max_queries,
                                              max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits)
     flat = data.get("query") is not None
     return queries, topk, return_scores, FLAT if flat else NESTED
+
+
+def parse_json_request_typed(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
+                             max_topk: int, max_hits: int) -> tuple[list[str], int, bool] | None:
+    """:func:`parse_request` for a JSON body of many objects, decoded typed like msgpack (a body of millions
+    of ``{}`` is refused at its first item, in microseconds, without building them). None when msgspec is
+    missing or cannot decode the body (it refuses lone surrogate escapes, which are valid JSON): the caller
+    then decodes it in full."""
+    if body.lstrip()[:1] != b"{":
+        return None  # not an object: the full decoder words the error (as for any JSON body)
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    try:
+        data = _decode_typed(body, msgspec.json.decode, _json_kind, "JSON", max_queries)
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return None
+    return _validate(data, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
+                     max_topk=max_topk, max_hits=max_hits)
 
 
 def _validate(data: Any, *, default_topk: int, max_queries: int, max_query_chars: int,
@@ -566,9 +597,13 @@ class _RetrieveHandler:
         if msgpack:
             return parse_msgpack_request(body, **self.limits)
         if len(body) > _INLINE_BODY_BYTES and body.count(b"{") + body.count(b"[") > _JSON_MANY_CONTAINERS:
-            # A JSON body of millions of empty objects decodes to ~30x its size (8 MB: ~250 MB). A normal
-            # request holds a handful of containers; bodies with many are decoded one at a time, so several at
-            # once cost one decode's memory, not their sum.
+            # A JSON body of millions of empty objects decodes to ~30x its size (8 MB: ~250 MB, and ~0.5 s with
+            # the GIL held). A normal request holds a handful of containers; bodies with many are decoded
+            # typed (refused at their first wrong item), or, where that decoder cannot, one at a time, so
+            # several at once cost one decode's memory, not their sum.
+            typed = parse_json_request_typed(body, **self.limits)
+            if typed is not None:
+                return (*typed, None)
             if not self._container_heavy.acquire(timeout=_HEAVY_PARSE_WAIT_S):
                 raise _BadRequest(503, "server busy decoding another JSON body of many objects; retry after a "
                                        "moment")

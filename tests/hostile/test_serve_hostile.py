@@ -78,6 +78,20 @@ def test_error_bodies_show_no_object_repr(server):
         _no_repr(r.text)
 
 
+def _probe_health_while(server, threads: list[threading.Thread], budget_s: float = 120) -> list[tuple[int, float]]:
+    """Start ``threads`` and probe /health until they end (or ``budget_s`` passes): the (status, seconds) seen."""
+    for t in threads:
+        t.start()
+    health = []
+    deadline = time.monotonic() + budget_s
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        health.append(server.health_seconds())
+        time.sleep(0.05)
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return health
+
+
 # --- item 4: msgpack bodies of empty maps -----------------------------------------------------------------
 def _msgpack_bombs() -> list[bytes]:
     n = 8 * 1024 * 1024 - 64  # just under the 8 MiB body limit
@@ -89,7 +103,6 @@ def _msgpack_bombs() -> list[bytes]:
 def test_four_msgpack_bodies_of_empty_maps_stay_small_and_health_answers(server):
     bombs = _msgpack_bombs()
     statuses: dict[int, int] = {}
-    health: list[tuple[int, float]] = []
 
     def post(i: int, body: bytes) -> None:
         # a raw socket: sendall runs without the GIL, so this process's own /health probe is not slowed by it
@@ -107,14 +120,7 @@ def test_four_msgpack_bodies_of_empty_maps_stay_small_and_health_answers(server)
 
     with PeakRSS(server.pid) as peak:
         threads = [threading.Thread(target=post, args=(i, b)) for i, b in enumerate(bombs)]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 120
-        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            health.append(server.health_seconds())
-            time.sleep(0.05)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        health = _probe_health_while(server, threads)
     # the unknown key's value is never decoded, so that request is simply answered
     assert statuses == {0: 413, 1: 200, 2: 422, 3: 413}, statuses
     assert peak.rise_mb < MSGPACK_RISE_MB, f"RSS rose {peak.rise_mb:.0f} MB"
@@ -126,7 +132,6 @@ def test_four_json_bodies_of_empty_objects_stay_small_and_health_answers(server)
     n = (8 * 1024 * 1024 - 64) // 3
     bomb = b'{"queries": [' + b"{}," * (n - 1) + b"{}]}"
     statuses: list[int] = []
-    health: list[tuple[int, float]] = []
 
     def post() -> None:
         s = _raw_post(server.port, bomb)
@@ -142,18 +147,24 @@ def test_four_json_bodies_of_empty_objects_stay_small_and_health_answers(server)
 
     with PeakRSS(server.pid) as peak:
         threads = [threading.Thread(target=post) for _ in range(4)]
-        for t in threads:
-            t.start()
-        deadline = time.monotonic() + 120
-        while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
-            health.append(server.health_seconds())
-            time.sleep(0.05)
-        for t in threads:
-            t.join(max(0.0, deadline - time.monotonic()))
+        health = _probe_health_while(server, threads)
     assert len(statuses) == 4 and all(400 <= s < 500 or s == 503 for s in statuses), statuses
     assert peak.rise_mb < MSGPACK_RISE_MB, f"RSS rose {peak.rise_mb:.0f} MB"
     assert all(code == 200 for code, _ in health)
     assert max(s for _, s in health) < HEALTH_BUDGET_S, health
+
+
+@pytest.mark.parametrize("surrogate", [False, True])
+def test_a_large_valid_body_full_of_braces_is_still_answered(server, surrogate):
+    """Bodies with many "{" / "[" take the bounded decoding path; valid ones are answered as before (a lone
+    surrogate escape, valid JSON the typed decoder refuses, falls back to the full decoder)."""
+    queries = ["{[ capital " * 300] * 40 + ["capital \ud800" if surrogate else "capital"]
+    body = json.dumps({"queries": queries, "topk": 1}).encode()
+    assert len(body) > 64 * 1024 and body.count(b"{") > 4160
+    r = httpx.post(server.url + "/retrieve", content=body, headers={"content-type": "application/json"},
+                   timeout=60)
+    assert r.status_code == 200, r.text[:300]
+    assert len(r.json()["result"]) == 41
 
 
 # --- item 2: clients that do not read their answers ---------------------------------------------------------
