@@ -19,11 +19,13 @@ other load on the machine (reported as the load average) moves them. Server CPU 
     python scripts/bench_server.py            # full run (~4 min)
     python scripts/bench_server.py --quick    # ~1 min
     python scripts/bench_server.py --compare /tmp/base   # batch 64 vs another checkout's server, interleaved
+    python scripts/bench_server.py --hostile --compare /tmp/base   # issue 24's attacks, this vs that checkout
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import http.client
 import importlib
 import json
@@ -38,6 +40,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -349,6 +352,111 @@ def compare(index_dir: Path, base: Path, rounds: int, seconds: float, max_reques
 
 
 # --- main ----------------------------------------------------------------------------------------------------
+# --- hostile clients (issue 24) ----------------------------------------------------------------------------
+def _peak_during(pid: int, action: Any, url: str) -> tuple[float, float, Any]:
+    """Run ``action()`` while sampling the server's RSS and probing /health: (RSS rise MB, worst /health s,
+    the action's result)."""
+    import psutil
+
+    proc = psutil.Process(pid)
+    start = peak = proc.memory_info().rss
+    worst = 0.0
+    done = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = action()
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    while not done.wait(0.05):
+        peak = max(peak, proc.memory_info().rss)
+        t = time.perf_counter()
+        try:
+            httpx.get(url + "/health", timeout=30)
+            worst = max(worst, time.perf_counter() - t)
+        except httpx.HTTPError:
+            worst = max(worst, 30.0)
+    peak = max(peak, proc.memory_info().rss)
+    return (peak - start) / 2**20, worst, box.get("result")
+
+
+def _unread_clients(port: int, n: int = 60, hold_s: float = 15.0) -> str:
+    body = json.dumps({"queries": [f"capital of country {i}" for i in range(650)], "topk": 100}).encode()
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.connect(("127.0.0.1", port))
+        s.sendall(b"POST /retrieve HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: "
+                  + str(len(body)).encode() + b"\r\n\r\n" + body)
+        socks.append(s)
+    time.sleep(hold_s)
+    for s in socks:
+        s.close()
+    return f"{n} x 65,000 hits"
+
+
+def _msgpack_bombs(url: str) -> str:
+    import struct
+
+    n = 8 * 1024 * 1024 - 64
+    body = b"\x81\xa7queries\xdd" + struct.pack(">I", n) + b"\x80" * n
+    codes: list[int] = []
+
+    def post() -> None:
+        try:
+            codes.append(httpx.post(url + "/retrieve", content=body, timeout=300,
+                                    headers={"content-type": "application/msgpack"}).status_code)
+        except httpx.HTTPError as e:
+            codes.append(type(e).__name__)  # type: ignore[arg-type]
+
+    threads = [threading.Thread(target=post) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return " ".join(map(str, sorted(codes, key=str)))
+
+
+def _nested(url: str) -> str:
+    out = []
+    for depth in (500, 900, 990, 5000):
+        body = '{"queries": ["capital"], "x": ' + "[" * depth + "]" * depth + "}"
+        out.append(str(httpx.post(url + "/retrieve", content=body.encode(), timeout=60,
+                                  headers={"content-type": "application/json"}).status_code))
+    return " ".join(out)
+
+
+def hostile(index_dir: Path, base: Path | None, emit: Any) -> None:
+    """The serve attacks of issue 24 against this checkout's server (and ``base``'s, same run): peak RSS rise
+    and worst /health latency, each in a fresh server."""
+    attacks = [("60 clients send a 65,000-hit request and never read", "< 600 MB, /health < 2 s",
+                lambda port, url: _unread_clients(port)),
+               ("four 8 MB msgpack bodies of empty maps, at once", "< 400 MB, /health < 2 s",
+                lambda port, url: _msgpack_bombs(url)),
+               ("JSON nested 500 / 900 / 990 / 5,000 deep (an unknown key)", "4xx each", lambda port, url: _nested(url))]
+    sides = [("this checkout", None)] + ([("base " + str(base), base)] if base is not None else [])
+    rows: dict[str, list[str]] = {name: [] for name, _, _ in attacks}
+    for _, path in sides:
+        for name, _, attack in attacks:
+            port = free_port()
+            proc = start_server(index_dir, port, [], pythonpath=path)
+            url = f"http://127.0.0.1:{port}"
+            try:
+                rise, worst, result = _peak_during(proc.pid, functools.partial(attack, port, url), url)
+                rows[name].append(f"+{rise:,.0f} MB, /health worst {worst:.2f} s; {result}")
+            finally:
+                proc.terminate()
+                proc.wait(30)
+    emit("| attack | bound | " + " | ".join(side for side, _ in sides) + " |")
+    emit("|---|---|" + "---|" * len(sides))
+    for name, bound, _ in attacks:
+        emit(f"| {name} | {bound} | " + " | ".join(rows[name]) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=10_000)
@@ -365,7 +473,12 @@ def main() -> None:
                     help="only compare httpx batch-64 throughput of this checkout's server against the one in "
                          "CHECKOUT (e.g. `git worktree add /tmp/base HEAD~5`), interleaved")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --compare")
+    ap.add_argument("--hostile", action="store_true",
+                    help="only the hostile-client attacks (unread answers, msgpack bombs, nesting) on the world "
+                         "index; with --compare CHECKOUT, against that checkout's server too")
     args = ap.parse_args()
+    if args.hostile:
+        args.corpus = "world"
     if args.quick:
         args.cell_seconds, args.soak_seconds = min(args.cell_seconds, 0.7), min(args.soak_seconds, 10.0)
 
@@ -382,6 +495,16 @@ def main() -> None:
         QUERIES[:] = queries
         index_dir = build_index(passages, Path(tmp) / "idx", show_progress=False)
         build_s = time.perf_counter() - t
+        if args.hostile:
+            emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; {len(passages):,}-passage "
+                 f"BM25 index (world corpus); load average (1 min) {load_start:.1f} at the start.")
+            emit()
+            hostile(index_dir, None if args.compare is None else args.compare.resolve(), emit)
+            emit()
+            emit(f"Load average (1 min) at the end: {os.getloadavg()[0]:.1f}.")
+            if args.out:
+                args.out.write_text("\n".join(lines) + "\n")
+            return
         if args.compare is not None:
             emit(f"Machine: {os.cpu_count()} cores, Python {platform.python_version()}; "
                  f"{len(passages):,}-passage BM25 index ({args.corpus} corpus); load average (1 min) "

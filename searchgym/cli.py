@@ -49,8 +49,43 @@ def _register_parts() -> None:
 _register_parts()
 
 
+def _path_error_message(exc: OSError) -> str | None:
+    """One line for an error about a path the user named (an ``--out`` that exists as a file, a folder
+    where a file is needed, no permission, a full disk), without the ``[Errno N]`` prefix; None for other
+    OS errors."""
+    import errno
+
+    name = exc.filename
+    if name is None:
+        return None
+    hints = {
+        errno.EEXIST: "it already exists (as a file where a folder is needed?); choose another path",
+        errno.ENOTDIR: "a part of this path is a file, not a folder; choose another path",
+        errno.EISDIR: "it is a folder where a file is needed; choose another path",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.ENOSPC: "no space left on the device",
+        errno.EROFS: "the file system is read-only",
+        errno.ENAMETOOLONG: "the name is too long",
+    }
+    hint = hints.get(exc.errno or 0)
+    if hint is None:
+        return None
+    return f"error: cannot write {name}: {hint}"
+
+
 def main() -> None:
-    app()
+    """The console entry point: the app, with errors about a named path shown as one line (no traceback)."""
+    import sys
+
+    try:
+        app()
+    except OSError as exc:
+        message = _path_error_message(exc)
+        if message is None:
+            raise
+        print(message, file=sys.stderr)
+        raise SystemExit(1) from None
 
 
 if __name__ == "__main__":

@@ -87,3 +87,13 @@ class DatasetUnavailableError(SearchGymError, ConnectionError):
 
 class FrameworkVersionError(SearchGymError, ImportError):
     """An outside trainer (TRL, verl, OpenEnv, SkyRL, GEM) missing, or at a version searchgym does not support."""
+
+
+class InputLimitError(SearchGymError, ValueError):
+    """An input past one of searchgym's stated bounds (size, nesting depth, time): names the input, the
+    bound and what was found. docs/reliability.md lists the bounds."""
+
+
+class ChatTemplateError(InputLimitError):
+    """A model directory's chat template that cannot be rendered safely: it raised, touched something the
+    sandbox forbids, or went past the output-size or time bound."""

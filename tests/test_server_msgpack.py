@@ -118,7 +118,7 @@ def _enc(obj) -> bytes:
 
 BAD = {
     "truncated map": (b"\x83\xa5query", 400, "malformed msgpack"),
-    "map32 claiming 4G entries": (b"\xdf\xff\xff\xff\xff", 400, "malformed msgpack"),
+    "map32 claiming 4G entries": (b"\xdf\xff\xff\xff\xff", 413, "more than 64 keys"),
     "array key": (b"\x81\x91\x01\x02", 422, "\"queries\" is required"),
     "map key": (b"\x81\x81\x01\x02\x03", 400, "malformed msgpack"),
     "deep nesting": (b"\x81\xa7queries" + b"\x91" * 200_000 + b"\xc0", 400, "malformed msgpack"),

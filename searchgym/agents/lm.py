@@ -316,6 +316,10 @@ def load_model_and_tokenizer(
             raise ConfigError(f"unknown dtype {dtype!r}; use float32, bfloat16 or float16") from exc
     elif dtype == "auto":
         torch_dtype = "auto"
+    if local:
+        from searchgym.agents.model_files import check_model_dir
+
+        check_model_dir(path, trust_remote_code=trust_remote_code)  # lying headers / configs: ModelLoadError
     try:
         tok = AutoTokenizer.from_pretrained(src, local_files_only=local_only,
                                             trust_remote_code=trust_remote_code)
@@ -323,7 +327,9 @@ def load_model_and_tokenizer(
         if torch_dtype is not None:
             kw["dtype"] = torch_dtype
         model = AutoModelForCausalLM.from_pretrained(src, **kw)
-    except (OSError, ValueError) as exc:
+    except ModelLoadError:
+        raise
+    except Exception as exc:
         how = ("it is not a local directory and the Hugging Face hub is offline/unreachable; download "
                "it first (huggingface-cli download) and pass the local path"
                if local_only and not local else "check that the directory holds a causal LM and tokenizer")
@@ -357,11 +363,12 @@ def encode_prompt(tokenizer: Any, prompt: str, *, use_chat_template: bool | None
     if use_chat_template is None:
         use_chat_template = bool(getattr(tokenizer, "chat_template", None))
     if use_chat_template:
-        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                            tokenize=True)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(x) for x in ids]
+        # rendered within output-size, time and memory bounds (the template is code from the model directory),
+        # then tokenized as apply_chat_template does (the template carries its own special tokens)
+        from searchgym.agents.chat_template import render_chat_template
+
+        text = render_chat_template(tokenizer, [{"role": "user", "content": prompt}], add_generation_prompt=True)
+        return [int(x) for x in tokenizer(text, add_special_tokens=False)["input_ids"]]
     return [int(x) for x in tokenizer(prompt, add_special_tokens=True)["input_ids"]]
 
 

@@ -21,6 +21,7 @@ Parsing is linear in the length of the text (``str.find``/``rfind`` only, no bac
 from __future__ import annotations
 
 import json
+import reprlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -190,11 +191,65 @@ def parse_text(text: str) -> ParsedAction:
     return _parse_call(call, text, thinking, "tool_call")
 
 
+class _ShortRepr(reprlib.Repr):
+    """``repr`` that stops early: a few items of each container, two levels deep, long strings cut. The plain
+    ``repr`` of a list holding one large string many times is that many copies of it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother, self.maxlong = 3, 200, 200, 60
+        self.maxlist = self.maxtuple = self.maxdict = self.maxset = self.maxfrozenset = 10
+
+
+_short_repr = _ShortRepr()
+
+
 def _safe_repr(obj: Any, limit: int = 1000) -> str:
     try:
-        return str(repr(obj))[:limit]
+        return str(_short_repr.repr(obj))[:limit]
     except Exception:  # noqa: BLE001 - a hostile __repr__ must not crash a rollout
         return f"<{type(obj).__name__}>"
+
+
+MAX_ACTION_OBJECT_CHARS = 1 << 22  # text in a structured action (dict, SearchAction, ...): 4M characters
+_MAX_ACTION_DEPTH = 32
+
+
+def _too_large(obj: Any, limit: int = MAX_ACTION_OBJECT_CHARS) -> str | None:
+    """Why a structured action is too large to serialise, or None. Walks it without building anything and
+    stops as soon as the text in it (strings, keys, ~20 characters per other value) passes ``limit`` or it
+    nests deeper than 32, so an action holding one large string many times is refused after a few items."""
+    total = 0
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (str, bytes, bytearray)):
+            total += len(value)
+        elif isinstance(value, Mapping):
+            if depth >= _MAX_ACTION_DEPTH:
+                return f"nested more than {_MAX_ACTION_DEPTH} levels deep"
+            total += 2 * len(value)
+            for k, v in value.items():
+                stack.append((k, depth + 1))
+                stack.append((v, depth + 1))
+                if len(stack) > limit:
+                    break
+        elif isinstance(value, (list, tuple)):
+            if depth >= _MAX_ACTION_DEPTH:
+                return f"nested more than {_MAX_ACTION_DEPTH} levels deep"
+            total += len(value)
+            stack.extend((v, depth + 1) for v in value[:limit])
+        else:
+            total += 20
+        if total > limit:
+            return f"over {limit:,} characters of text"
+    return None
+
+
+def _refuse_large(action: Any, why: str) -> ParsedAction:
+    return _invalid(f"the action is too large ({why}); send one query of at most {MAX_QUERY_CHARS} characters "
+                    f"or an answer of at most {MAX_ANSWER_CHARS:,}", f"<{type(action).__name__}: {why}>",
+                    fmt="object")
 
 
 def parse_action(action: Any) -> ParsedAction:
@@ -213,6 +268,12 @@ def parse_action(action: Any) -> ParsedAction:
 def _parse_action(action: Any) -> ParsedAction:
     if isinstance(action, str):
         return parse_text(action)
+    if isinstance(action, (SearchAction, AnswerAction, Mapping)):  # sized before anything is serialised
+        why = _too_large(action if isinstance(action, Mapping) else
+                         [getattr(action, "query", None), getattr(action, "queries", None),
+                          getattr(action, "answer", None)])
+        if why is not None:
+            return _refuse_large(action, why)
     if isinstance(action, SearchAction):
         qs = [action.query] if action.query is not None else action.queries
         return _check_queries(list(qs) if isinstance(qs, (list, tuple)) else qs, action.to_text(), "",
@@ -226,6 +287,8 @@ def _parse_action(action: Any) -> ParsedAction:
             raw = _safe_repr(action)
         return _parse_call(action, raw, "", "object")
     if isinstance(action, (bytes, bytearray)):
+        if len(action) > 4 * MAX_ACTION_OBJECT_CHARS:
+            return _refuse_large(action, f"{len(action):,} bytes")
         return parse_text(bytes(action).decode("utf-8", errors="replace"))
     raw = _safe_repr(action)
     return _invalid(f"an action must be text or a SearchAction/AnswerAction, got {type(action).__name__}",

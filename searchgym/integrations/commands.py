@@ -39,7 +39,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         except (SearchGymError, ImportError) as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from None
-        import uvicorn
+        from searchgym.integrations.openenv import serve
 
         console.print(f"OpenEnv search environment on http://{host}:{port} (WebSocket /ws, /health, /schema)")
-        uvicorn.run(web, host=host, port=port, log_level="warning")
+        try:
+            serve(web, host=host, port=port)  # with the connection and session guards
+        except SearchGymError as exc:
+            console.print(f"[red]error:[/] {exc}")
+            raise typer.Exit(2) from None

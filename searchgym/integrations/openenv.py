@@ -15,7 +15,12 @@ wrong-typed field gets the env's corrective observation (``observation["error"]`
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import dataclasses
 import functools
+import json
+import time
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -128,13 +133,201 @@ class SearchgymOpenEnv(Environment[SearchAction, SearchObservation, SearchState]
 
 
 def create_app(corpus: Any = None, dataset: Any = None, *, split: str = "train", max_concurrent_envs: int = 64,
-               **env_kwargs: Any) -> Any:
-    """The FastAPI app (``openenv.core.env_server.create_fastapi_app``) serving :class:`SearchgymOpenEnv`."""
+               guards: SessionGuards | None = None, **env_kwargs: Any) -> Any:
+    """The ASGI app serving :class:`SearchgymOpenEnv`: OpenEnv's FastAPI app
+    (``openenv.core.env_server.create_fastapi_app``) behind :class:`SessionGuardMiddleware`, which caps the
+    WebSocket sessions at ``max_concurrent_envs`` and reaps idle ones (``guards``)."""
     from openenv.core.env_server.http_server import create_fastapi_app
 
     factory = functools.partial(SearchgymOpenEnv, corpus, dataset, split=split, **env_kwargs)
     factory().env.close()  # build the index now (and fail here on bad arguments), not in the first session
-    return create_fastapi_app(factory, SearchAction, SearchObservation, max_concurrent_envs=max_concurrent_envs)
+    guards = dataclasses.replace(guards or SessionGuards(), max_sessions=max_concurrent_envs)
+    web = create_fastapi_app(factory, SearchAction, SearchObservation, max_concurrent_envs=max_concurrent_envs)
+    return SessionGuardMiddleware(web, guards)
 
 
-__all__ = ["SearchAction", "SearchObservation", "SearchState", "SearchgymOpenEnv", "create_app"]
+@dataclasses.dataclass(frozen=True)
+class SessionGuards:
+    """Bounds on what OpenEnv clients can hold.
+
+    ``max_sessions``: WebSocket sessions at once (each holds an env). A new one arriving at the cap takes the
+    place of the longest-idle session if that one has been idle for ``evict_idle_s`` (waiting up to
+    ``admit_wait_s`` for one to become so); otherwise it is refused with close code 1013 and a reason.
+    ``idle_s``: a session that sends nothing for this long is closed (code 1001). ``max_message_bytes``: a
+    larger WebSocket message closes the connection (1009). ``max_body_bytes``: a larger HTTP body gets 413.
+    The HTTP side (header size and time limits, keep-alive, connection count) is bounded by
+    :class:`searchgym.retrieval.server.ServerGuards`, as for ``searchgym serve``."""
+
+    max_sessions: int = 64
+    idle_s: float = 300.0
+    evict_idle_s: float = 5.0
+    admit_wait_s: float = 10.0
+    max_message_bytes: int = 4 * 1024 * 1024
+    max_body_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        bad = {k: v for k, v in dataclasses.asdict(self).items() if not (isinstance(v, (int, float)) and v > 0)}
+        if bad:
+            raise ConfigError(f"session guards must be positive numbers, got {bad}")
+
+
+class _Session:
+    __slots__ = ("closed", "done", "evict", "last")
+
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+        self.evict = asyncio.Event()
+        self.done = asyncio.Event()
+        self.closed = False
+
+
+class SessionGuardMiddleware:
+    """ASGI middleware in front of OpenEnv's app: the WebSocket session cap, idle reaping and eviction, and the
+    HTTP body limit (see :class:`SessionGuards`). OpenEnv itself refuses sessions over its cap but never frees
+    one: 64 clients that connect and go quiet used to lock every later client out."""
+
+    def __init__(self, app: Any, guards: SessionGuards | None = None) -> None:
+        self.app = app
+        self.guards = guards or SessionGuards()
+        self.sessions: set[_Session] = set()
+
+    def __getattr__(self, name: str) -> Any:  # routes, state, ... of the wrapped FastAPI app
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+        elif scope["type"] == "http" and scope.get("method") in ("POST", "PUT", "PATCH"):
+            await self._http(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    # -- HTTP: bounded bodies --------------------------------------------------------------------------
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        length = None
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                length = value
+        limit = self.guards.max_body_bytes
+        if length is None or not length.isdigit():
+            chunked = any(n == b"transfer-encoding" for n, _ in scope["headers"])
+            if chunked:
+                await _json_response(send, 411, "send the request body with a Content-Length header")
+                return
+        elif int(length) > limit:
+            await _json_response(send, 413, f"request body of {int(length):,} bytes; the limit is {limit:,}")
+            return
+        await self.app(scope, receive, send)
+
+    # -- WebSocket: the session cap, idle reaping ------------------------------------------------------
+    def _longest_idle(self) -> _Session | None:
+        live = [s for s in self.sessions if not s.evict.is_set()]
+        return min(live, key=lambda s: s.last) if live else None
+
+    async def _make_room(self) -> bool:
+        """At the cap: close the longest-idle session once it has been idle ``evict_idle_s``; False when every
+        session stayed active for ``admit_wait_s``."""
+        g = self.guards
+        deadline = time.monotonic() + g.admit_wait_s
+        while len(self.sessions) >= g.max_sessions:
+            victim = self._longest_idle()
+            now = time.monotonic()
+            if victim is not None and now - victim.last >= g.evict_idle_s:
+                victim.evict.set()
+                self.sessions.discard(victim)  # its place is taken now; its env is freed when it has closed
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(victim.done.wait(), 10)
+                continue
+            wait = g.evict_idle_s - (now - victim.last) if victim is not None else 0.05
+            if now + wait > deadline:
+                return False
+            await asyncio.sleep(max(0.01, wait))
+        return True
+
+    async def _websocket(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        g = self.guards
+        if len(self.sessions) >= g.max_sessions and not await self._make_room():
+            await receive()  # websocket.connect
+            await send({"type": "websocket.close", "code": 1013,
+                        "reason": f"all {g.max_sessions} sessions are active; retry later"})
+            return
+        session = _Session()
+        self.sessions.add(session)
+
+        async def guarded_receive() -> dict[str, Any]:
+            while True:
+                left = g.idle_s - (time.monotonic() - session.last)
+                message = asyncio.ensure_future(receive())
+                evicted = asyncio.ensure_future(session.evict.wait())
+                done, _ = await asyncio.wait({message, evicted}, timeout=max(0.0, left),
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if message in done:
+                    evicted.cancel()
+                    msg: dict[str, Any] = message.result()
+                    session.last = time.monotonic()
+                    size = len(msg.get("text") or "") + len(msg.get("bytes") or b"")
+                    if size > g.max_message_bytes:
+                        await close(1009, f"message over the {g.max_message_bytes:,}-byte limit")
+                        return {"type": "websocket.disconnect", "code": 1009}
+                    return msg
+                message.cancel()
+                evicted.cancel()
+                if not session.evict.is_set() and time.monotonic() - session.last < g.idle_s:
+                    continue
+                reason = ("closed to make room for a new session" if session.evict.is_set()
+                          else f"idle for {g.idle_s:g} s")
+                await close(1001, reason)
+                return {"type": "websocket.disconnect", "code": 1001}
+
+        async def close(code: int, reason: str) -> None:
+            if not session.closed:
+                session.closed = True
+                with contextlib.suppress(Exception):
+                    await send({"type": "websocket.close", "code": code, "reason": reason})
+
+        async def guarded_send(message: dict[str, Any]) -> None:
+            if session.closed:
+                return  # the guard closed it; OpenEnv's own close (or a late reply) goes nowhere
+            if message.get("type") == "websocket.close":
+                session.closed = True
+                with contextlib.suppress(Exception):  # the client may be gone already: nothing to tell it
+                    await send(message)
+                return
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, guarded_send)
+        finally:
+            self.sessions.discard(session)
+            session.done.set()
+
+
+async def _json_response(send: Any, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8000, log_level: str = "warning",
+          guards: Any = None) -> None:
+    """Run ``app`` (from :func:`create_app`) with uvicorn and the HTTP guards of ``searchgym serve``
+    (:class:`searchgym.retrieval.server.ServerGuards`: a request head over 64 KiB is answered 431 without being
+    buffered, slow heads 408, idle connections closed), and WebSocket messages bounded by the app's guards."""
+    import uvicorn
+
+    from searchgym.retrieval.server import ServerGuards, server_config
+
+    session_guards = getattr(app, "guards", None)
+    max_message = session_guards.max_message_bytes if isinstance(session_guards, SessionGuards) else 4 << 20
+    config = server_config(app, host=host, port=port, guards=guards or ServerGuards(), log_level=log_level,
+                           ws_max_size=max_message, ws_max_queue=4)
+    server = uvicorn.Server(config)
+    server.run()
+    if not server.started:
+        raise ConfigError(f"the server did not start on {host}:{port} (port in use?)")
+
+
+__all__ = ["SearchAction", "SearchObservation", "SearchState", "SearchgymOpenEnv", "SessionGuardMiddleware",
+           "SessionGuards", "create_app", "serve"]

@@ -32,6 +32,23 @@ _ENV_KEYS = ("corpus", "dataset", "retriever", "split", "top_k", "max_turns", "m
              "retriever_kwargs")
 
 
+_INT_KEYS = ("top_k", "max_turns", "max_steps", "passage_chars", "world_seed")
+
+
+def _as_int(key: str, value: Any) -> int:
+    """A config integer (YAML and Hydra overrides may hand it over as a string); ConfigError otherwise."""
+    if isinstance(value, bool):
+        raise ConfigError(f"SkyRL env config {key!r} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit() and len(value) <= 20:
+        return int(value)
+    shown = repr(value) if isinstance(value, (str, float)) and len(repr(value)) <= 40 else type(value).__name__
+    raise ConfigError(f"SkyRL env config {key!r} must be an integer, got {shown}")
+
+
 def _config_dict(cfg: Any) -> dict[str, Any]:
     if cfg is None:
         return {}
@@ -57,7 +74,10 @@ class SearchgymTextEnv(BaseTextEnv):
         kw = _config_dict(env_config)
         self.extras = dict(extras or {})
         if "max_turns" in self.extras and "max_turns" not in kw:
-            kw["max_turns"] = int(self.extras["max_turns"])
+            kw["max_turns"] = self.extras["max_turns"]
+        for key in _INT_KEYS:
+            if key in kw and kw[key] is not None:
+                kw[key] = _as_int(key, kw[key])
         self.env = SearchEnv(**kw)
         self.max_turns = self.env.max_steps
 

@@ -19,8 +19,6 @@ into ``rollout_data_dir/<step>.jsonl``, where ``searchgym analyze`` can read the
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -119,61 +117,8 @@ def _default_schema() -> dict[str, Any]:
 
 
 # -- reward -----------------------------------------------------------------------------------------------
-_CLOSERS = re.compile(r"</search>|</answer>|</tool_call>")
-
-
-def _actions(solution_str: str) -> list[Any]:
-    """The agent's actions in a verl response, parsed by searchgym's action parser (one per closing tag)."""
-    from searchgym.envs.actions import parse_action
-
-    out = []
-    start = 0
-    for m in _CLOSERS.finditer(solution_str):
-        out.append(parse_action(solution_str[start:m.end()]))
-        start = m.end()
-    return out
-
-
-def _golds(ground_truth: Any) -> list[str]:
-    if isinstance(ground_truth, dict):
-        ground_truth = ground_truth.get("target", ground_truth.get("answers", []))
-    if isinstance(ground_truth, str):
-        try:
-            parsed = json.loads(ground_truth)
-        except ValueError:
-            return [ground_truth]
-        return _golds(parsed) if not isinstance(parsed, str) else [parsed]
-    if hasattr(ground_truth, "tolist"):  # numpy arrays from parquet
-        ground_truth = ground_truth.tolist()
-    if isinstance(ground_truth, (list, tuple)):
-        return [str(a) for a in ground_truth]
-    return [] if ground_truth is None else [str(ground_truth)]
-
-
-def compute_score(data_source: str, solution_str: str, ground_truth: Any, extra_info: Any = None,
-                  **kwargs: Any) -> dict[str, Any]:
-    """verl ``custom_reward_function``: ``score`` is exact match of the last answer (searchgym's rule).
-
-    Returns ``{"score", "em", "f1", "num_searches", "queries"}``; the extra keys land in verl's rollout
-    dump. Answers come from ``<answer>`` tags or ``answer`` tool calls; searches from ``<search>`` tags and
-    ``search`` tool calls (``query`` or ``query_list``).
-    """
-    from searchgym.rewards import em, f1
-
-    text = solution_str if isinstance(solution_str, str) else ""
-    queries: list[str] = []
-    num_searches = 0
-    prediction = None
-    for p in _actions(text):
-        if p.kind == "search":
-            num_searches += 1
-            queries.extend(p.queries)
-        elif p.kind == "answer":
-            prediction = p.answer
-    golds = _golds(ground_truth)
-    e = em(prediction, golds) if golds else 0
-    return {"score": float(e), "em": int(e), "f1": float(f1(prediction, golds)) if golds else 0.0,
-            "num_searches": num_searches, "queries": queries}
+# compute_score needs no verl: it lives in verl_reward (usable as a custom_reward_function path on its own)
+from searchgym.integrations.verl_reward import compute_score
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,6 +53,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             min=0.01, help="Seconds for a request's headers to arrive after its first byte (else 408).")] = 10.0,
         body_timeout: Annotated[float, typer.Option(
             min=0.01, help="Seconds for a request's body to arrive after its headers (else 408).")] = 30.0,
+        write_timeout: Annotated[float, typer.Option(
+            min=0.01, help="Seconds a client may read none of its answer before it is disconnected.")] = 30.0,
         max_header_kb: Annotated[int, typer.Option(
             min=1, help="Request line + headers limit in KiB (else 431).")] = 64,
         access_log: Annotated[bool, typer.Option(help="Log every request (slower).")] = False,
@@ -64,7 +66,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         err = Console(stderr=True)
         try:
-            from searchgym.retrieval.server import ServerGuards, read_api_key_file, serve
+            from searchgym.retrieval.server import (
+                ServerGuards,
+                api_key_file_warning,
+                read_api_key_file,
+                serve,
+            )
         except ImportError as e:
             err.print(f"[red]error:[/] the server needs fastapi and uvicorn: pip install 'searchgym[server]' ({e})")
             raise typer.Exit(1) from None
@@ -73,6 +80,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError("give the key one way: --api-key-file or --api-key, not both")
             if api_key_file is not None:
                 key = read_api_key_file(api_key_file)
+                warning = api_key_file_warning(api_key_file)
+                if warning:
+                    err.print(f"[yellow]warning:[/] {warning}")
             elif api_key:
                 key = api_key
                 err.print("[yellow]warning:[/] --api-key puts the key on the command line, where any local user "
@@ -83,7 +93,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 err.print(f"[yellow]warning:[/] binding {host} without an API key: anyone who can reach this "
                           "port can query the index")
             guards = ServerGuards(keep_alive_s=keep_alive, header_s=header_timeout, body_s=body_timeout,
-                                  max_header_bytes=max_header_kb * 1024, max_connections=max_connections)
+                                  max_header_bytes=max_header_kb * 1024, max_connections=max_connections,
+                                  write_s=write_timeout)
             limits = {"max_queries": max_queries, "max_query_chars": max_query_chars, "max_topk": max_topk,
                       "max_body_bytes": None if max_body_mb is None else int(max_body_mb * 1024 * 1024),
                       "max_inflight": max_inflight}

@@ -33,14 +33,17 @@ import json
 import logging
 import math
 import os
+import re
+import reprlib
+import struct
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
@@ -60,7 +63,12 @@ _INLINE_BUDGET_S = 0.0005        # searches expected to be shorter than this run
 _INLINE_MAX_HITS = 512            # ... and render on the event loop only when they return at most this many hits
 _INLINE_BODY_BYTES = 64 * 1024    # bodies larger than this are parsed on the search pool
 _DOC_CACHE_MAX = 100_000          # encoded documents kept; the cache is cleared when full
-DEFAULT_MAX_INFLIGHT = 256        # /retrieve requests in progress at once; more are answered 503
+DEFAULT_MAX_INFLIGHT = 256        # /retrieve requests in progress at once (until answered); more get 503
+DEFAULT_MAX_INFLIGHT_HITS = 16 * DEFAULT_MAX_HITS  # hits of all answers not yet written; more get 503
+_STREAM_MIN_HITS = 4096           # answers with more hits are rendered piece by piece as the client reads
+_STREAM_CHUNK_HITS = 1024         # hits per piece of a streamed answer
+_JSON_MANY_CONTAINERS = 4096 + 64  # "{" + "[" bytes above which a JSON body is decoded one at a time
+_HEAVY_PARSE_WAIT_S = 10.0        # ... waiting at most this long for its turn (else 503)
 
 ENV_INDEX_DIR = "SEARCHGYM_SERVE_INDEX"
 ENV_TOPK = "SEARCHGYM_SERVE_TOPK"
@@ -68,7 +76,8 @@ ENV_API_KEY = "SEARCHGYM_API_KEY"
 ENV_API_KEY_FILE = "SEARCHGYM_API_KEY_FILE"  # read by app_from_env only
 ENV_SEARCH_THREADS = "SEARCHGYM_SERVE_SEARCH_THREADS"
 ENV_LIMITS = "SEARCHGYM_SERVE_LIMITS"  # JSON object of create_app limits, for --workers
-LIMIT_NAMES = ("max_queries", "max_query_chars", "max_topk", "max_hits", "max_body_bytes", "max_inflight")
+LIMIT_NAMES = ("max_queries", "max_query_chars", "max_topk", "max_hits", "max_body_bytes", "max_inflight",
+               "max_inflight_hits")
 
 try:  # optional: a faster JSON decoder
     import orjson as _orjson  # type: ignore[import-not-found]
@@ -119,6 +128,42 @@ class _Renderer:
         scored = self._scored[hit.id] = '{"document":' + doc + ',"score":'
         return doc, scored
 
+    def render_chunks(self, results: Sequence[Sequence[Hit]], return_scores: bool, shape: str | None,
+                      chunk_hits: int = _STREAM_CHUNK_HITS) -> Iterator[bytes]:
+        """The answer of :meth:`render` (``shape`` None) or :meth:`render_msgpack`, as consecutive pieces of
+        about ``chunk_hits`` hits each, rendered only as they are asked for: a large answer is never held
+        whole, so a client that does not read costs its hit lists and one piece."""
+        if shape is None:
+            yield from self._json_chunks(results, return_scores, chunk_hits)
+        else:
+            yield from self._msgpack_chunks(results, return_scores, shape, chunk_hits)
+
+    def _json_chunks(self, results: Sequence[Sequence[Hit]], return_scores: bool,
+                     chunk_hits: int) -> Iterator[bytes]:
+        yield b'{"result":['
+        for qi, hits in enumerate(results):
+            for start in range(0, max(1, len(hits)), chunk_hits):
+                body = self.render([hits[start:start + chunk_hits]], return_scores)[12:-3]  # the bare items
+                head = ("," if qi else "") + "[" if start == 0 else ","
+                tail = "]" if start + chunk_hits >= len(hits) else ""
+                yield head.encode() + body + tail.encode() if body else (head + tail).encode()
+        yield b"]}"
+
+    def _msgpack_chunks(self, results: Sequence[Sequence[Hit]], return_scores: bool, shape: str,
+                        chunk_hits: int) -> Iterator[bytes]:
+        import msgspec
+
+        yield b"\x81\xa6result"
+        rows = results[:1] if shape == FLAT else results
+        if shape != FLAT:
+            yield _msgpack_array_header(len(rows))
+        for hits in rows:
+            yield _msgpack_array_header(len(hits))
+            for start in range(0, len(hits), chunk_hits):
+                part = msgspec.msgpack.encode(self._msgpack_row(hits[start:start + chunk_hits], return_scores,
+                                                                shape))
+                yield part[len(_msgpack_array_header(min(chunk_hits, len(hits) - start))):]  # the bare items
+
     def render(self, results: Sequence[Sequence[Hit]], return_scores: bool) -> bytes:
         parts = ['{"result":[']
         append = parts.append
@@ -140,33 +185,42 @@ class _Renderer:
         append("]}")
         return "".join(parts).encode("utf-8")
 
+    def _msgpack_row(self, hits: Sequence[Hit], return_scores: bool, shape: str) -> list[Any]:
+        docs = self._mp_docs
+        row: list[Any] = []
+        for hit in hits:
+            doc = docs.get(hit.id)
+            if doc is None:
+                if len(docs) >= self._cache_max:
+                    docs.clear()
+                p = hit.passage
+                doc = docs[hit.id] = {k: _clean_query(v) for k, v in
+                                      (("id", p.id), ("contents", p.contents), ("title", p.title),
+                                       ("text", p.text))}
+            if return_scores:
+                score = float(hit.score)
+                row.append({"document": doc, "score": score if score - score == 0.0 else None})
+            elif shape == FLAT:
+                row.append({"document": doc, "score": None})
+            else:
+                row.append(doc)
+        return row
+
     def render_msgpack(self, results: Sequence[Sequence[Hit]], return_scores: bool, shape: str) -> bytes:
         """msgpack answer: ``FLAT`` is GEM's one-query shape (``{"document", "score"}`` items, score
         ``None`` unless asked for), ``NESTED`` the Search-R1 shape. Non-finite scores become ``None``."""
         import msgspec
 
-        docs = self._mp_docs
-        rows = []
-        for hits in results:
-            row = []
-            for hit in hits:
-                doc = docs.get(hit.id)
-                if doc is None:
-                    if len(docs) >= self._cache_max:
-                        docs.clear()
-                    p = hit.passage
-                    doc = docs[hit.id] = {k: _clean_query(v) for k, v in
-                                          (("id", p.id), ("contents", p.contents), ("title", p.title),
-                                           ("text", p.text))}
-                if return_scores:
-                    score = float(hit.score)
-                    row.append({"document": doc, "score": score if score - score == 0.0 else None})
-                elif shape == FLAT:
-                    row.append({"document": doc, "score": None})
-                else:
-                    row.append(doc)
-            rows.append(row)
+        rows = [self._msgpack_row(hits, return_scores, shape) for hits in results]
         return msgspec.msgpack.encode({"result": rows[0] if shape == FLAT else rows})
+
+
+def _msgpack_array_header(n: int) -> bytes:
+    if n < 16:
+        return bytes((0x90 | n,))
+    if n < 1 << 16:
+        return b"\xdc" + struct.pack(">H", n)
+    return b"\xdd" + struct.pack(">I", n)
 
 
 def _clean_query(q: str) -> str:
@@ -181,8 +235,30 @@ def _clean_query(q: str) -> str:
         return q.encode("utf-8", "replace").decode("utf-8")
 
 
+class _PlainRepr(reprlib.Repr):
+    """A short, bounded ``repr`` of decoded request values: plain data is shown (two levels deep, long strings
+    cut), anything else only by its type name, so an error body never shows an object's repr or heap address
+    and a deeply nested value cannot recurse."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxstring, self.maxother = 2, 40, 40
+        self.maxlist = self.maxdict = self.maxtuple = 4
+
+    def repr1(self, x: Any, level: int) -> str:
+        if x is None or isinstance(x, (bool, int, float, str, bytes, list, tuple, dict)):
+            return super().repr1(x, level)
+        return f"<{type(x).__name__}>"
+
+    def repr_int(self, x: int, level: int) -> str:
+        return repr(x) if x.bit_length() <= 128 else f"<int of {x.bit_length()} bits>"
+
+
+_plain_repr = _PlainRepr()
+
+
 def _describe(value: Any) -> str:
-    text = repr(value)
+    text = _plain_repr.repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -196,8 +272,33 @@ def parse_request(body: bytes, *, default_topk: int, max_queries: int, max_query
         data = _loads(body)
     except (ValueError, RecursionError) as e:  # JSONDecodeError, UnicodeDecodeError are ValueErrors
         raise _BadRequest(400, f"malformed JSON body: {e}") from None
+    if isinstance(data, dict) and _nested_deeper(data, MAX_JSON_DEPTH):
+        raise _BadRequest(400, f"JSON body nested more than {MAX_JSON_DEPTH} levels deep")
     return _validate(data, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
                      max_topk=max_topk, max_hits=max_hits)
+
+
+MAX_JSON_DEPTH = 64  # a request is 3 levels deep; deeper bodies are refused (the decoders' own limits are ~1,000)
+
+
+def _nested_deeper(data: dict[str, Any], limit: int) -> bool:
+    """Whether a value other than ``queries`` nests lists/objects more than ``limit`` deep (``_validate`` refuses
+    anything but strings inside ``queries``). Depth-first over iterators: memory grows with the depth, not with
+    the number of items, and a normal request (no other containers) costs a few comparisons."""
+    for key, value in data.items():
+        if key == "queries" or not isinstance(value, (list, dict)):
+            continue
+        stack = [iter(value.values() if isinstance(value, dict) else value)]
+        while stack:
+            if len(stack) + 1 > limit:
+                return True
+            for item in stack[-1]:
+                if isinstance(item, (list, dict)):
+                    stack.append(iter(item.values() if isinstance(item, dict) else item))
+                    break
+            else:
+                stack.pop()
+    return False
 
 
 _MSGPACK_TYPES = frozenset((b"application/msgpack", b"application/x-msgpack", b"application/vnd.msgpack"))
@@ -213,10 +314,91 @@ def is_msgpack(body: bytes, content_type: bytes | None) -> bool:
     return bool(body) and body[0] in _MSGPACK_MAP_FIRST
 
 
+_MAX_REQUEST_KEYS = 64  # a request has four meaningful keys; more is refused before any value is decoded
+# What each known key may decode to: scalars only (plus a bounded list of scalars for "queries"), so a body
+# of millions of empty maps or arrays is refused at its first item instead of being built in memory (an
+# 8 MB msgpack body of empty maps decoded untyped takes ~590 MB).
+_WRONG = {"query": '"query" must be a string, got {what}',
+          "queries": '"queries" must be a list of strings, got {what}',
+          "topk": '"topk" must be a positive integer or null, got {what}',
+          "return_scores": '"return_scores" must be true or false, got {what}'}
+_typed: dict[int, dict[str, Any]] = {}
+
+
+def _field_types(max_queries: int) -> dict[str, Any]:
+    types = _typed.get(max_queries)
+    if types is None:
+        import msgspec
+
+        scalar = str | int | float | bool | None
+        queries = Annotated[list[scalar], msgspec.Meta(max_length=max_queries)] | scalar  # type: ignore[valid-type]
+        types = _typed[max_queries] = {"query": scalar, "topk": scalar, "return_scores": scalar,
+                                       "queries": queries,
+                                       "": Annotated[dict[Any, msgspec.Raw], msgspec.Meta(max_length=_MAX_REQUEST_KEYS)]}
+    return types
+
+
+def _msgpack_kind(raw: bytes) -> str:
+    """The msgpack type of an encoded value, from its first byte (for error messages)."""
+    b = raw[0] if raw else 0xC1
+    if b <= 0x7F or b >= 0xE0 or 0xCC <= b <= 0xD3:
+        return "a msgpack integer"
+    if 0x80 <= b <= 0x8F or b in (0xDE, 0xDF):
+        return "a msgpack map"
+    if 0x90 <= b <= 0x9F or b in (0xDC, 0xDD):
+        return "a msgpack array"
+    if 0xC4 <= b <= 0xC6:
+        return "a msgpack bin (bytes)"
+    if 0xC7 <= b <= 0xC9 or 0xD4 <= b <= 0xD8:
+        return "a msgpack extension type"
+    return "a msgpack value"
+
+
+def _json_kind(raw: bytes) -> str:
+    b = raw.lstrip()[:1]
+    return {b"{": "an object", b"[": "an array", b'"': "a string"}.get(b, "a number, boolean or null")
+
+
+def _decode_typed(body: bytes, decode: Any, kind: Any, fmt: str, max_queries: int) -> dict[Any, Any]:
+    """The request map, decoded in two typed steps (``decode`` is ``msgspec.msgpack.decode`` or
+    ``msgspec.json.decode``): the top map with its values left encoded (``msgspec.Raw``, at most 64 keys), then
+    only the four known keys, each into scalars (or a list of at most ``max_queries`` scalars). Unknown keys
+    are never decoded, and no value can expand into millions of objects. Raises ``_BadRequest``; a body
+    ``decode`` cannot parse raises ``msgspec.DecodeError``."""
+    import msgspec
+
+    types = _field_types(max_queries)
+    try:
+        top = decode(body, type=types[""])
+    except msgspec.ValidationError as e:
+        if "length <=" in str(e):
+            raise _BadRequest(413, f"the {fmt} request map has more than {_MAX_REQUEST_KEYS} keys") from None
+        raise _BadRequest(422, f'the body must be a {fmt} map {{"query": str}} or {{"queries": [str]}}, got '
+                               f"{kind(body)}") from None
+    data: dict[Any, Any] = {}
+    for key, raw in top.items():
+        if key not in _WRONG:
+            data[key] = None  # present, never decoded (only its presence could matter)
+            continue
+        try:
+            data[key] = decode(raw, type=types[key])
+        except msgspec.ValidationError as e:
+            if key == "queries" and "length <=" in str(e):
+                raise _BadRequest(413, f"more than {max_queries} queries in one request; the limit is "
+                                       f"{max_queries} (split the batch, or raise --max-queries)") from None
+            what = kind(bytes(raw))
+            if key == "queries" and what.endswith("array"):
+                raise _BadRequest(422, f'"queries" must be a list of strings; an item is a {fmt} map, array or '
+                                       "other non-string value") from None
+            raise _BadRequest(422, _WRONG[key].format(what=what)) from None
+    return data
+
+
 def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
                           max_topk: int, max_hits: int) -> tuple[list[str], int, bool, str]:
     """Like :func:`parse_request` for a msgpack body (GEM's SearchTool); also returns the answer shape:
-    ``FLAT`` for the one-query ``{"query": str}`` form (GEM's own server answers it flat), else ``NESTED``."""
+    ``FLAT`` for the one-query ``{"query": str}`` form (GEM's own server answers it flat), else ``NESTED``.
+    Decoded typed (:func:`_decode_typed`): unknown keys are never decoded."""
     if not body:
         raise _BadRequest(400, 'empty body: send a msgpack map {"query": str, "topk": int|null, '
                                '"return_scores": bool}')
@@ -226,13 +408,33 @@ def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, m
         raise _BadRequest(415, "msgpack bodies need msgspec on the server: pip install msgspec "
                                "(or send JSON)") from None
     try:
-        data = msgspec.msgpack.decode(body)
+        data = _decode_typed(body, msgspec.msgpack.decode, _msgpack_kind, "msgpack", max_queries)
     except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as e:  # TypeError: a map as a key
         raise _BadRequest(400, f"malformed msgpack body: {e}") from None
     queries, topk, return_scores = _validate(data, default_topk=default_topk, max_queries=max_queries,
                                              max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits)
-    flat = isinstance(data, dict) and data.get("query") is not None
+    flat = data.get("query") is not None
     return queries, topk, return_scores, FLAT if flat else NESTED
+
+
+def parse_json_request_typed(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
+                             max_topk: int, max_hits: int) -> tuple[list[str], int, bool] | None:
+    """:func:`parse_request` for a JSON body of many objects, decoded typed like msgpack (a body of millions
+    of ``{}`` is refused at its first item, in microseconds, without building them). None when msgspec is
+    missing or cannot decode the body (it refuses lone surrogate escapes, which are valid JSON): the caller
+    then decodes it in full."""
+    if body.lstrip()[:1] != b"{":
+        return None  # not an object: the full decoder words the error (as for any JSON body)
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    try:
+        data = _decode_typed(body, msgspec.json.decode, _json_kind, "JSON", max_queries)
+    except (msgspec.MsgspecError, ValueError, TypeError, RecursionError):
+        return None
+    return _validate(data, default_topk=default_topk, max_queries=max_queries, max_query_chars=max_query_chars,
+                     max_topk=max_topk, max_hits=max_hits)
 
 
 def _validate(data: Any, *, default_topk: int, max_queries: int, max_query_chars: int,
@@ -330,7 +532,7 @@ class _RetrieveHandler:
 
     def __init__(self, retriever: Retriever, *, default_topk: int, api_key: str | None, max_queries: int,
                  max_query_chars: int, max_topk: int, max_hits: int, max_body_bytes: int, threadpool: bool,
-                 max_inflight: int = DEFAULT_MAX_INFLIGHT):
+                 max_inflight: int = DEFAULT_MAX_INFLIGHT, max_inflight_hits: int = DEFAULT_MAX_INFLIGHT_HITS):
         self.retriever = retriever
         self.limits = {"default_topk": default_topk, "max_queries": max_queries,
                        "max_query_chars": max_query_chars, "max_topk": max_topk, "max_hits": max_hits}
@@ -338,6 +540,10 @@ class _RetrieveHandler:
         self.max_inflight = max_inflight
         self.inflight = 0  # /retrieve requests between their headers and their answer (event-loop thread only)
         self.expected = f"Bearer {api_key}".encode() if api_key else None
+        self.max_inflight_hits = max_inflight_hits
+        self.inflight_hits = 0  # hits of the streamed answers not yet fully sent (any thread, under the lock)
+        self._hits_lock = threading.Lock()
+        self._container_heavy = threading.Semaphore(1)
         self.renderer = _Renderer()
         # Searches run on a small pool (one request per core at a time) so a long batch never blocks the
         # event loop; a search expected to take less than _INLINE_BUDGET_S runs inline, which saves two
@@ -360,20 +566,61 @@ class _RetrieveHandler:
             self.per_query_s = sorted(recent)[len(recent) // 2]
         return results
 
-    def _search_and_render(self, queries: list[str], topk: int, return_scores: bool,
-                           shape: str | None = None) -> bytes:
-        results = self._timed_search(queries, topk)
-        if shape is None:
-            return self.renderer.render(results, return_scores)
-        return self.renderer.render_msgpack(results, return_scores, shape)
+    def _answer(self, queries: list[str], topk: int, return_scores: bool, shape: str | None) -> Answer:
+        """Search, then render a small answer now; a large one is claimed against ``max_inflight_hits`` and
+        returned as a :class:`_Streamed` answer, rendered piece by piece as it is sent."""
+        n_hits = len(queries) * topk
+        if n_hits <= _STREAM_MIN_HITS:
+            results = self._timed_search(queries, topk)
+            if shape is None:
+                return self.renderer.render(results, return_scores)
+            return self.renderer.render_msgpack(results, return_scores, shape)
+        with self._hits_lock:
+            if self.inflight_hits + n_hits > self.max_inflight_hits:
+                raise _BadRequest(503, f"server busy: answers of {self.inflight_hits:,} results are being "
+                                       f"sent, the limit is {self.max_inflight_hits:,}; retry after a moment")
+            self.inflight_hits += n_hits
+        streamed = _Streamed(self, n_hits)
+        try:
+            results = self._timed_search(queries, topk)
+        except BaseException:
+            streamed.close()
+            raise
+        streamed.chunks = self.renderer.render_chunks(results, return_scores, shape)
+        return streamed
+
+    def _release_hits(self, n_hits: int) -> None:
+        with self._hits_lock:
+            self.inflight_hits -= n_hits
 
     def _parse(self, body: bytes, msgpack: bool) -> tuple[list[str], int, bool, str | None]:
         if msgpack:
             return parse_msgpack_request(body, **self.limits)
+        if len(body) > _INLINE_BODY_BYTES and body.count(b"{") + body.count(b"[") > _JSON_MANY_CONTAINERS:
+            # A JSON body of millions of empty objects decodes to ~30x its size (8 MB: ~250 MB, and ~0.5 s with
+            # the GIL held). A normal request holds a handful of containers; bodies with many are decoded
+            # typed (refused at their first wrong item), or, where that decoder cannot, one at a time, so
+            # several at once cost one decode's memory, not their sum.
+            typed = parse_json_request_typed(body, **self.limits)
+            if typed is not None:
+                return (*typed, None)
+            if not self._container_heavy.acquire(timeout=_HEAVY_PARSE_WAIT_S):
+                raise _BadRequest(503, "server busy decoding another JSON body of many objects; retry after a "
+                                       "moment")
+            try:
+                try:
+                    return (*parse_request(body, **self.limits), None)
+                except _BadRequest as e:
+                    failure = (e.status, e.detail)
+                # leaving the except clause dropped the traceback, and with it the decoded body: freed before
+                # the next heavy body may start
+                raise _BadRequest(*failure)
+            finally:
+                self._container_heavy.release()
         return (*parse_request(body, **self.limits), None)
 
-    def _parse_search_render(self, body: bytes, msgpack: bool = False) -> bytes:
-        return self._search_and_render(*self._parse(body, msgpack))
+    def _parse_and_answer(self, body: bytes, msgpack: bool = False) -> Answer:
+        return self._answer(*self._parse(body, msgpack))
 
     def authorized(self, authorization: bytes | None) -> bool:
         return self.expected is None or hmac.compare_digest(authorization or b"", self.expected)
@@ -408,14 +655,18 @@ class _RetrieveHandler:
 
     async def __call__(self, authorization: bytes | None, content_length: bytes | None,
                        chunks: AsyncIterator[bytes], content_type: bytes | None = None,
-                       ) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
-        """(status, body, extra headers); a msgpack answer's headers start with its Content-Type."""
+                       ) -> tuple[int, Answer, list[tuple[bytes, bytes]]]:
+        """(status, body, extra headers); a msgpack answer's headers start with its Content-Type.
+
+        A large answer comes back as a :class:`_Streamed` body: the request stays counted in ``max_inflight``
+        (and its hits in ``max_inflight_hits``) until the caller has sent it and closed it."""
         if not self.authorized(authorization):
             return _UNAUTHORIZED
         if self.inflight >= self.max_inflight:
             return (503, _detail(f"server busy: {self.inflight} requests in flight, the limit is "
                                  f"{self.max_inflight}; retry after a moment"), [(b"retry-after", b"1")])
         self.inflight += 1
+        answer: Answer = b""
         try:
             body = await self.read_body(content_length, chunks)
             # JSON bodies start with "{": one slice and compare, then the JSON path as before
@@ -424,22 +675,55 @@ class _RetrieveHandler:
             ok = _MSGPACK_HEADERS if msgpack else []
             pool = self.pool
             if pool is not None and len(body) > _INLINE_BODY_BYTES:  # parsing a large body takes a while too
-                answer = await asyncio.get_running_loop().run_in_executor(
-                    pool, self._parse_search_render, body, msgpack)
+                answer = await asyncio.get_running_loop().run_in_executor(pool, self._parse_and_answer, body,
+                                                                          msgpack)
                 return 200, answer, ok
             queries, topk, return_scores, shape = self._parse(body, msgpack)
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
-                return 200, self._search_and_render(queries, topk, return_scores, shape), ok
-            answer = await asyncio.get_running_loop().run_in_executor(
-                pool, self._search_and_render, queries, topk, return_scores, shape)
+                answer = self._answer(queries, topk, return_scores, shape)
+            else:
+                answer = await asyncio.get_running_loop().run_in_executor(
+                    pool, self._answer, queries, topk, return_scores, shape)
             return 200, answer, ok
         except _BadRequest as e:
-            return e.status, _detail(e.detail), []
+            return e.status, _detail(e.detail), [(b"retry-after", b"1")] if e.status == 503 else []
         except QueryError as e:
             return 422, _detail(str(e)), []
         finally:
-            self.inflight -= 1
+            if isinstance(answer, _Streamed):
+                answer.release_inflight = self._release_inflight  # the sender releases it once sent
+            else:
+                self.inflight -= 1
+
+    def _release_inflight(self) -> None:
+        self.inflight -= 1
+
+
+class _Streamed:
+    """A large /retrieve answer: an iterator of rendered pieces, holding its request's place in the in-flight
+    limits until :meth:`close` (the sender calls it when the answer is sent, or the client is gone)."""
+
+    def __init__(self, handler: _RetrieveHandler, n_hits: int):
+        self.handler, self.n_hits = handler, n_hits
+        self.chunks: Iterator[bytes] = iter(())
+        self.release_inflight: Any = None
+        self._closed = False
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.chunks = iter(())
+        self.handler._release_hits(self.n_hits)
+        if self.release_inflight is not None:
+            self.release_inflight()
+
+
+Answer = bytes | _Streamed
 
 
 def _detail(text: str) -> bytes:
@@ -447,7 +731,8 @@ def _detail(text: str) -> bytes:
 
 
 def _internal_error(exc: BaseException) -> bytes:
-    return _detail(f"internal error: {type(exc).__name__}: {exc}")
+    """A 500's body: the exception's type only (its text may hold reprs or paths; it goes to the log)."""
+    return _detail(f"internal error ({type(exc).__name__}); the server log has the details")
 
 
 class RetrievalApp(FastAPI):
@@ -490,6 +775,17 @@ class RetrievalApp(FastAPI):
             log.exception("POST /retrieve failed")
             status, body, headers = 500, _internal_error(exc), []
         typed = _JSON_HEADERS if not headers or headers[0][0] != b"content-type" else ()
+        if isinstance(body, _Streamed):
+            # chunked: each piece is rendered only once the previous one has drained (uvicorn's send waits
+            # while the transport is over its high-water mark; the write timeout closes a client that stops)
+            try:
+                await send({"type": "http.response.start", "status": status, "headers": [*typed, *headers]})
+                for piece in body:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send({"type": "http.response.body", "body": b""})
+            finally:
+                body.close()
+            return
         await send({"type": "http.response.start", "status": status,
                     "headers": [*typed, (b"content-length", str(len(body)).encode()), *headers]})
         await send({"type": "http.response.body", "body": body})
@@ -499,24 +795,29 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
                max_queries: int = DEFAULT_MAX_QUERIES, max_query_chars: int = DEFAULT_MAX_QUERY_CHARS,
                max_topk: int = DEFAULT_MAX_TOPK, max_hits: int = DEFAULT_MAX_HITS,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, info: dict[str, Any] | None = None,
-               threadpool: bool = True, max_inflight: int = DEFAULT_MAX_INFLIGHT) -> FastAPI:
+               threadpool: bool = True, max_inflight: int = DEFAULT_MAX_INFLIGHT,
+               max_inflight_hits: int = DEFAULT_MAX_INFLIGHT_HITS) -> FastAPI:
     """The FastAPI app serving ``retriever``.
 
     ``threadpool``: run ``batch_search`` on a small thread pool (keeps the event loop and /health
     answering during a long batch), except searches expected to take under 0.5 ms, which run inline;
     ``False`` runs every search on the event loop. ``api_key``: require
     ``Authorization: Bearer <key>`` on /retrieve and /info (/health stays open for probes).
-    ``max_inflight``: /retrieve requests in progress at once; one more is answered 503 with Retry-After.
+    ``max_inflight``: /retrieve requests in progress at once, counted until their answer is written; one more
+    is answered 503 with Retry-After. ``max_inflight_hits``: results of the large answers (over 4,096 hits,
+    streamed piece by piece) being sent at once; a large request over it is answered 503 likewise.
     """
     if not 1 <= default_topk <= max_topk:
         raise ValueError(f"default_topk must be between 1 and max_topk={max_topk}, got {default_topk}")
     handler = _RetrieveHandler(retriever, default_topk=default_topk, api_key=api_key, max_queries=max_queries,
                                max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits,
-                               max_body_bytes=max_body_bytes, threadpool=threadpool, max_inflight=max_inflight)
+                               max_body_bytes=max_body_bytes, threadpool=threadpool, max_inflight=max_inflight,
+                               max_inflight_hits=max_inflight_hits)
     limits = {k: v for k, v in handler.limits.items() if k != "default_topk"}
     info_body = {**(info if info is not None else retriever_info(retriever)),
                  "default_topk": default_topk,
-                 "limits": {**limits, "max_body_bytes": max_body_bytes, "max_inflight": max_inflight},
+                 "limits": {**limits, "max_body_bytes": max_body_bytes, "max_inflight": max_inflight,
+                            "max_inflight_hits": max_inflight_hits},
                  "auth": api_key is not None}
 
     kwargs: dict[str, Any] = {}
@@ -535,9 +836,16 @@ def create_app(retriever: Retriever, *, default_topk: int = 3, api_key: str | No
         # Reached only when the app is wrapped or mounted (the fast path above answers otherwise).
         h = request.headers
         try:
-            return respond(*await handler(h.get("authorization", "").encode("latin-1") or None,
+            status, body, headers = await handler(h.get("authorization", "").encode("latin-1") or None,
                                           (h.get("content-length") or "").encode() or None, request.stream(),
-                                          h.get("content-type", "").encode("latin-1") or None))
+                                          h.get("content-type", "").encode("latin-1") or None)
+            if isinstance(body, _Streamed):  # mounted apps answer whole (FastAPI's Response)
+                streamed = body
+                try:
+                    body = b"".join(streamed)
+                finally:
+                    streamed.close()
+            return respond(status, body, headers)
         except _Disconnected:
             return respond(400, _detail("client disconnected"), [])
 
@@ -592,6 +900,9 @@ def app_from_env() -> FastAPI:
         raise RuntimeError(f"{ENV_INDEX_DIR} is not set; start the server with `searchgym serve INDEX_DIR`")
     key_file = os.environ.get(ENV_API_KEY_FILE)
     api_key = read_api_key_file(key_file) if key_file else os.environ.get(ENV_API_KEY) or None
+    warning = api_key_file_warning(key_file) if key_file else None
+    if warning:
+        log.warning(warning)
     return load_app(index_dir, topk=int(os.environ.get(ENV_TOPK, "3")), api_key=api_key,
                     search_threads=int(os.environ.get(ENV_SEARCH_THREADS, "1")),
                     **json.loads(os.environ.get(ENV_LIMITS) or "{}"))
@@ -606,6 +917,18 @@ def read_api_key_file(path: str | Path) -> str:
     if not key:
         raise ConfigError(f"the API key file {path} is empty")
     return key
+
+
+def api_key_file_warning(path: str | Path) -> str | None:
+    """A warning when the key file is readable or writable by other users (mode ``& 0o077``), else None."""
+    try:
+        mode = Path(path).stat().st_mode & 0o777
+    except OSError:
+        return None
+    if mode & 0o077:
+        return (f"the API key file {path} has permissions {mode:04o}: other local users can read it; "
+                f"chmod 600 {path}")
+    return None
 
 
 class AppFactory:
@@ -633,13 +956,16 @@ class ServerGuards:
     ``keep_alive_s``: an idle connection (new, or between requests) is closed after this long;
     ``header_s``: the request line and headers must arrive within this long of their first byte (else 408);
     ``body_s``: the body within this long of the headers (else 408); ``max_header_bytes``: larger heads are
-    answered 431; ``max_connections``: a request arriving while more connections are open is answered 503."""
+    answered 431; ``max_connections``: a request arriving while more connections are open is answered 503;
+    ``write_s``: a client that reads none of its answer for this long (the server's send buffer stays full) is
+    disconnected, and the answer's memory and in-flight place are freed."""
 
     keep_alive_s: float = 5.0
     header_s: float = 10.0
     body_s: float = 30.0
     max_header_bytes: int = 64 * 1024
     max_connections: int = 1000
+    write_s: float = 30.0
 
     def __post_init__(self) -> None:
         bad = {k: v for k, v in asdict(self).items() if not (isinstance(v, (int, float)) and v > 0)}
@@ -654,6 +980,13 @@ def _raw_response(status: int, detail: str) -> bytes:
     body = _detail(detail)
     return (f"HTTP/1.1 {status} {_REASONS[status]}\r\ncontent-type: application/json\r\n"
             f"content-length: {len(body)}\r\nconnection: close\r\n\r\n").encode() + body
+
+
+# ``curl --http2`` offers HTTP/2 with "Connection: Upgrade, HTTP2-Settings" + "Upgrade: h2c". The HTTP parser
+# then treats everything after the head as the new protocol, so a POST body was lost (the app saw an empty
+# body). The server does not speak h2c; RFC 9110 lets it ignore the offer and answer in HTTP/1.1, which needs
+# the parser not to see the Upgrade header: it is renamed before parsing.
+_H2C_UPGRADE = re.compile(rb"\r\nupgrade:([ \t]*h2c[ \t]*)(?=\r\n)", re.IGNORECASE)
 
 
 class _HeadTooLarge(Exception):
@@ -717,15 +1050,44 @@ if _HttpToolsProtocol is not None:
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            self._write_timer: asyncio.TimerHandle | None = None
             self._arm("idle", self.guards.keep_alive_s)
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._arm("closed", None)
+            self._disarm_write()
             super().connection_lost(exc)
+
+        # write timeout: the transport calls pause_writing when its buffer passes the high-water mark and
+        # resume_writing when the client has read it down; a client that stays paused for write_s is dropped
+        def pause_writing(self) -> None:
+            super().pause_writing()
+            if getattr(self, "_write_timer", None) is None:
+                self._write_timer = self.loop.call_later(self.guards.write_s, self._write_expired)
+
+        def resume_writing(self) -> None:
+            super().resume_writing()
+            self._disarm_write()
+
+        def _disarm_write(self) -> None:
+            timer = getattr(self, "_write_timer", None)
+            if timer is not None:
+                timer.cancel()
+                self._write_timer = None
+
+        def _write_expired(self) -> None:
+            self._write_timer = None
+            if not self.transport.is_closing() or self.transport.get_write_buffer_size():
+                self.logger.info("closing a connection that read none of its answer for %g s",
+                                 self.guards.write_s)
+                self._arm("closed", None)
+                self.transport.abort()  # drops the buffered answer; connection_lost ends the response
 
         def data_received(self, data: bytes) -> None:
             # uvicorn's data_received, except that a head refused by on_headers_complete (431) is not
-            # also answered 400
+            # also answered 400, and an h2c upgrade offer is ignored (see _H2C_UPGRADE)
+            if self._phase in ("idle", "head") and b"h2c" in data:
+                data = _H2C_UPGRADE.sub(rb"\r\nx-ignored-upgrade:\1", data)
             self._unset_keepalive_if_required()
             try:
                 self.parser.feed_data(data)
@@ -736,6 +1098,8 @@ if _HttpToolsProtocol is not None:
                 return
             except httptools.HttpParserUpgrade:
                 if self._should_upgrade():
+                    self._arm("closed", None)  # the WebSocket protocol owns the connection now, with its own pings
+                    self._disarm_write()
                     self.handle_websocket_upgrade()
                 else:
                     self._unsupported_upgrade_warning()

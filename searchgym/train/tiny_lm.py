@@ -111,12 +111,14 @@ def load_lm(name_or_path: str | Path, *, device: str = "cpu", dtype: Any = None)
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from searchgym.agents.model_files import check_model_dir
     from searchgym.errors import ModelLoadError
 
+    check_model_dir(name_or_path)  # a lying safetensors header or config.json: ModelLoadError, not a traceback
     try:
         tok = AutoTokenizer.from_pretrained(str(name_or_path))
         model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=dtype or torch.float32)
-    except OSError as e:
+    except Exception as e:
         raise ModelLoadError(f"cannot load model {name_or_path!r}: {e}. Give a local directory (e.g. a "
                              "searchgym checkpoint's model/ dir) or a hub name while online") from e
     added = ensure_grammar_tokens(tok)
