@@ -30,7 +30,7 @@ _LAZY = {
     "HybridRetriever": "hybrid",
     "CachedRetriever": "cache",
     "CacheStats": "cache",
-    "build_index": "index",
+    "build_index": "build",
     "load_index": "index",
     "index_info": "index",
     "read_manifest": "index",
@@ -94,9 +94,9 @@ def build_retriever(passages: Sequence[Passage], kind: str = "bm25", **kw: Any) 
         return DenseRetriever(passages, **kw)
     if kind == "hybrid":
         from searchgym.retrieval.bm25 import BM25Retriever
+        from searchgym.retrieval.build import BM25_KEYS
         from searchgym.retrieval.dense import DenseRetriever
         from searchgym.retrieval.hybrid import HybridRetriever
-        from searchgym.retrieval.index import BM25_KEYS
 
         hyb = {k: kw.pop(k) for k in ("k_rrf", "weights", "depth") if k in kw}
         bm = BM25Retriever(passages, **{k: v for k, v in kw.items() if k in BM25_KEYS})
