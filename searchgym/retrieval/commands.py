@@ -137,7 +137,49 @@ def search_cmd(
     Console().print(t)
 
 
+def index_split(
+    path: Annotated[Path, typer.Argument(metavar="DIR", help="A sharded index (built with --shards).")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Where to write shard-000, shard-001, ...")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing shard directories.")] = False,
+) -> None:
+    """Split a sharded index into one index directory per shard, to serve each with `searchgym serve`."""
+    from rich.console import Console
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.router import split_sharded_index
+
+    try:
+        dirs = split_sharded_index(path, out, overwrite=overwrite)
+    except SearchGymError as exc:
+        _fail(exc)
+    Console().print(f"[green]wrote[/] {len(dirs)} shard indexes under {out}: serve each with "
+                    f"`searchgym serve {dirs[0]} --port PORT`, then `searchgym index router URL... --out DIR`")
+
+
+def index_router(
+    urls: Annotated[list[str], typer.Argument(metavar="URL...", help="The shard servers, in shard order.")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="The router index directory to write.")],
+    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Per-shard request timeout.")] = 10.0,
+    max_retries: Annotated[int, typer.Option(metavar="N", help="Retries per shard before it counts as down.")] = 1,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing router directory.")] = False,
+) -> None:
+    """Write a router index: `searchgym serve DIR` then fans each query out to the shard servers and merges
+    exactly; a shard that does not answer is an error (HTTP 503), never fewer hits."""
+    from rich.console import Console
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.router import write_router_index
+
+    try:
+        write_router_index(out, urls, timeout=timeout, max_retries=max_retries, overwrite=overwrite)
+    except SearchGymError as exc:
+        _fail(exc)
+    Console().print(f"[green]wrote[/] router {out} over {len(urls)} shard server(s)")
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     groups["index"].command("build")(index_build)
     groups["index"].command("info")(index_info_cmd)
+    groups["index"].command("split")(index_split)
+    groups["index"].command("router")(index_router)
     app.command("search")(search_cmd)

@@ -109,7 +109,7 @@ class BackendSpec:
 _REGISTRY: dict[str, BackendSpec] = {}
 # The built-in backends, imported by module name when a manifest first names one.
 _BUILTIN = {"bm25": "searchgym.retrieval.bm25", "dense": "searchgym.retrieval.dense",
-            "bm25_sharded": "searchgym.retrieval.sharded"}
+            "bm25_sharded": "searchgym.retrieval.sharded", "bm25_router": "searchgym.retrieval.router"}
 
 
 def register_backend(name: str, *, provides: str, load: Callable[[LoadContext], Any],
@@ -317,7 +317,9 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     if not isinstance(m["corpus_fingerprint"], str):
         raise bad("'corpus_fingerprint' must be a string")
     store = m.get("passages_store")
-    if store is not None:
+    if m.get("passages_remote") is True:  # a router: the shard servers hold the passages
+        pass
+    elif store is not None:
         if not isinstance(store, dict) or not isinstance(store.get("dir"), str):
             raise bad("'passages_store' must be an object with a 'dir'")
         contained(root, store["dir"], what="'passages_store'")
@@ -374,6 +376,8 @@ def index_info(path: str | Path) -> dict[str, Any]:
 
 
 def _read_passages(root: Path, m: dict[str, Any]) -> Sequence[Passage]:
+    if m.get("passages_remote") is True:
+        return []
     store = m.get("passages_store")
     if store is not None:
         from searchgym.retrieval.store import PassageStore
@@ -433,7 +437,7 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
             f"`searchgym index build CORPUS --out {root}{' --dense MODEL' if 'dense' in missing else ' --bm25'}`")
     passages = _read_passages(root, m)
     options = {"backend": backend, "device": device, "mmap": mmap, "model": model, "index_type": index_type,
-               "n_threads": n_threads, "kind": kind}
+               "n_threads": n_threads, "kind": kind, "n_passages": m["n_passages"]}
     for want in needs[kind]:
         if by_kind[want].check_options is not None:
             by_kind[want].check_options(options)  # type: ignore[misc]
