@@ -20,6 +20,7 @@ from searchgym.retrieval.index import _check_target, _is_complete_index, save_re
 
 BM25_KEYS = {"k1", "b", "method", "stopwords", "stemmer", "lowercase", "backend", "n_threads"}
 DENSE_KEYS = {"hnsw_m", "ef_search", "ef_construction", "batch_size", "device"}
+IVFPQ_KEYS = {"nlist", "pq_m", "nbits", "nprobe", "train_size", "query_prefix", "passage_prefix"}
 # Below this many passages the bm25s / encoder progress bars are noise (issue 22): they stay off.
 PROGRESS_MIN_PASSAGES = 20_000
 
@@ -36,6 +37,7 @@ def build_index(
     format: str | None = None,
     shards: int | None = None,
     shard_size: int | None = None,
+    ivfpq: bool = False,
     **params: Any,
 ) -> Path:
     """Build an index directory from a corpus file / HF dataset / list of passages.
@@ -43,15 +45,27 @@ def build_index(
     ``dense`` names the encoder (``"all-MiniLM-L6-v2"`` = the bundled default) or is None for no dense part;
     ``hnsw`` picks HNSW over Flat. ``params``: BM25 ones (k1, b, method, stopwords, stemmer, lowercase) and
     dense ones (hnsw_m, ef_search, ef_construction, batch_size, device). ``shards`` / ``shard_size``: build a
-    streaming, sharded, memory-mapped BM25 index instead (BM25 only). Progress bars are shown only for
-    corpora of at least 20,000 passages.
+    streaming, sharded, memory-mapped BM25 index instead (BM25 only). ``ivfpq=True`` (with ``dense=MODEL``,
+    ``bm25=False``): a streaming IVF-PQ build (:func:`searchgym.retrieval.dense_scale.build_ivfpq_index`; params
+    nlist, pq_m, nbits, nprobe, train_size, query_prefix, passage_prefix, batch_size, device). Progress bars are
+    shown only for corpora of at least 20,000 passages.
     """
-    unknown = set(params) - BM25_KEYS - DENSE_KEYS
+    unknown = set(params) - BM25_KEYS - DENSE_KEYS - (IVFPQ_KEYS if ivfpq else set())
     if unknown:
         raise ConfigError(f"unknown index parameters {sorted(unknown)}; BM25: {sorted(BM25_KEYS)}, "
                           f"dense: {sorted(DENSE_KEYS)}")
     if not bm25 and not dense:
         raise ConfigError("an index needs BM25 and/or dense: keep bm25=True or give dense=MODEL")
+    if ivfpq:
+        if not dense or bm25:
+            raise ConfigError("an IVF-PQ index is dense only: give dense=MODEL and bm25=False (CLI: --dense MODEL "
+                              "--ivfpq --no-bm25); build BM25 as its own (sharded) index and fuse with load_hybrid")
+        from searchgym.retrieval.dense_scale import build_ivfpq_index
+
+        kw = {("m" if k == "pq_m" else k): v for k, v in params.items()
+              if k in IVFPQ_KEYS | {"batch_size", "device"}}
+        return build_ivfpq_index(corpus, out_dir, model=dense, overwrite=overwrite, format=format,
+                                 show_progress=show_progress, **kw)
     if shards is not None or shard_size is not None:
         if dense or not bm25:
             raise ConfigError("a sharded index is BM25 only; build the dense part as its own index")

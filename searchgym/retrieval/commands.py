@@ -33,6 +33,11 @@ def index_build(
         help=f"Also build a dense FAISS part with this sentence-transformers MODEL (a name or a directory); "
              f"{DEFAULT_DENSE} is bundled and works offline.")] = None,
     hnsw: Annotated[bool, typer.Option("--hnsw", help="HNSW instead of a Flat inner-product index.")] = False,
+    ivfpq: Annotated[bool, typer.Option("--ivfpq", help=(
+        "With --dense MODEL --no-bm25: a streaming IVF-PQ index for large corpora (~m bytes + 8 bytes a "
+        "passage; see docs/scale.md).")) ] = False,
+    nlist: Annotated[Optional[int], typer.Option(metavar="N", help="IVF lists (default ~4*sqrt(n)).")] = None,  # noqa: UP045
+    pq_m: Annotated[Optional[int], typer.Option(metavar="M", help="PQ sub-quantisers (bytes a vector; default dim/8).")] = None,  # noqa: UP045
     shards: Annotated[Optional[int], typer.Option(  # noqa: UP045
         "--shards", metavar="N", min=1,
         help="Build a streaming, sharded, memory-mapped BM25 index of N shards (for corpora that do not fit "
@@ -63,10 +68,16 @@ def index_build(
     params: dict = {"k1": k1, "b": b, "method": method, "stopwords": None if stopwords.lower() == "none" else stopwords,
                     "stemmer": stemmer}
     if model:
-        params.update(hnsw_m=hnsw_m, ef_search=ef_search, batch_size=batch_size)
+        params.update(batch_size=batch_size)
+        if ivfpq:
+            params.update({k: v for k, v in (("nlist", nlist), ("pq_m", pq_m)) if v is not None})
+        else:
+            params.update(hnsw_m=hnsw_m, ef_search=ef_search)
+    if ivfpq:
+        params = {k: v for k, v in params.items() if k not in ("k1", "b", "method", "stopwords", "stemmer")}
     try:
         path = build_index(corpus_path, out, bm25=bm25, dense=model, hnsw=hnsw, overwrite=overwrite, format=format,
-                           shards=shards, shard_size=shard_size, **params)
+                           shards=shards, shard_size=shard_size, ivfpq=ivfpq, **params)
         info = index_info(path)
     except SearchGymError as exc:
         _fail(exc)
@@ -177,9 +188,35 @@ def index_router(
     Console().print(f"[green]wrote[/] router {out} over {len(urls)} shard server(s)")
 
 
+def index_import_faiss(
+    faiss_file: Annotated[Path, typer.Argument(metavar="FAISS_FILE", help="A FAISS index file (Flat, HNSW, IVF, IVF-PQ).")],
+    corpus: Annotated[str, typer.Option("--corpus", metavar="CORPUS", help=(
+        "Its corpus (row i = passage i): a corpus file, or a sharded index directory whose passage store is "
+        "linked instead of copied."))],
+    model: Annotated[str, typer.Option("--model", metavar="MODEL", help="The query encoder that made the vectors.")],
+    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Index directory to write.")],
+    query_prefix: Annotated[str, typer.Option(metavar="TEXT", help='Prepended to queries (e5: "query: ").')] = "",
+    nprobe: Annotated[Optional[int], typer.Option(metavar="N", help="IVF lists searched per query.")] = None,  # noqa: UP045
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index directory.")] = False,
+) -> None:
+    """Wrap a prebuilt FAISS index and its corpus as an index directory (opened memory-mapped)."""
+    from rich.console import Console
+
+    from searchgym.errors import SearchGymError
+    from searchgym.retrieval.dense_scale import import_faiss_index
+
+    try:
+        path = import_faiss_index(faiss_file, corpus, out, model=model, query_prefix=query_prefix, nprobe=nprobe,
+                                  overwrite=overwrite)
+    except SearchGymError as exc:
+        _fail(exc)
+    Console().print(f"[green]imported[/] {faiss_file} as {path}")
+
+
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     groups["index"].command("build")(index_build)
     groups["index"].command("info")(index_info_cmd)
     groups["index"].command("split")(index_split)
     groups["index"].command("router")(index_router)
+    groups["index"].command("import-faiss")(index_import_faiss)
     app.command("search")(search_cmd)

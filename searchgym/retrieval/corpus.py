@@ -254,16 +254,21 @@ def load_corpus(path_or_name: str | Path, *, format: str | None = None, split: s
     return out
 
 
+def fingerprint_update(h: Any, p: Passage) -> None:
+    """Feed one passage to a sha256 the way ``corpus_fingerprint`` does (for streaming builds)."""
+    h.update(p.id.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(p.title.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(p.text.encode("utf-8"))
+    h.update(b"\x1e")
+
+
 def corpus_fingerprint(passages: Iterable[Passage]) -> str:
     """sha256 over the ids and contents of the passages, in order (identifies the corpus an index was built on)."""
     h = hashlib.sha256()
     for p in passages:
-        h.update(p.id.encode("utf-8"))
-        h.update(b"\x00")
-        h.update(p.title.encode("utf-8"))
-        h.update(b"\x00")
-        h.update(p.text.encode("utf-8"))
-        h.update(b"\x1e")
+        fingerprint_update(h, p)
     return "sha256:" + h.hexdigest()
 
 

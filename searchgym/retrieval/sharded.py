@@ -46,6 +46,7 @@ import numpy as np
 from searchgym import dirswap
 from searchgym.errors import ConfigError, DuplicateIdError, IndexCorruptError, QueryError
 from searchgym.retrieval.base import Hit, Passage
+from searchgym.retrieval.corpus import fingerprint_update
 from searchgym.retrieval.index import (
     LoadContext,
     _check_target,
@@ -189,12 +190,7 @@ def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress
         for p in source:
             if not isinstance(p, Passage):
                 raise ConfigError(f"a corpus item must be a Passage, got {type(p).__name__}")
-            fp.update(p.id.encode("utf-8"))
-            fp.update(b"\x00")
-            fp.update(p.title.encode("utf-8"))
-            fp.update(b"\x00")
-            fp.update(p.text.encode("utf-8"))
-            fp.update(b"\x1e")
+            fingerprint_update(fp, p)
             writer.add(p)
             text = p.contents
             words = [w for w in split(text.lower() if lower else text) if w not in sw]
