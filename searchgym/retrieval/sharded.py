@@ -38,6 +38,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import filterfalse
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,9 @@ def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress
     writer = PassageStoreWriter(work.index / "passages")
     vocab: dict[str, int] = {}
     df = np.zeros(1 << 16, dtype=np.int64)
-    split, sw, stem = tok._split, tok.stopwords, tok._stemmer
+    split, stem = tok._split, tok._stemmer
+    is_stop = tok.stopwords.__contains__
+    vget = vocab.get
     lower = tok.config.lowercase
     fp = hashlib.sha256()
     files = {name: open(work.tmp / name, "wb") for name in  # noqa: SIM115 - closed below
@@ -193,12 +196,16 @@ def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress
             fingerprint_update(fp, p)
             writer.add(p)
             text = p.contents
-            words = [w for w in split(text.lower() if lower else text) if w not in sw]
+            words = list(filterfalse(is_stop, split(text.lower() if lower else text)))
             if stem is not None:
                 words = stem.stemWords(words)
-            before = len(flat)
-            flat.extend([vocab.setdefault(w, len(vocab)) for w in words])
-            lens.append(len(flat) - before)
+            ids = list(map(vget, words))  # C-level lookups; the (ever rarer) new terms get ids below
+            if None in ids:
+                for j, t in enumerate(ids):
+                    if t is None:
+                        ids[j] = vocab.setdefault(words[j], len(vocab))
+            flat.extend(ids)
+            lens.append(len(ids))
             hashes.append(hash(p.id) & 0x7FFFFFFFFFFFFFFF)
             n += 1
             if len(lens) >= _BATCH:
@@ -218,8 +225,7 @@ def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress
     np.save(work.tmp / "df.npy", df[: len(vocab)])
     vdir = work.index / NAME
     vdir.mkdir(parents=True, exist_ok=True)
-    with open(vdir / "vocab.json", "w", encoding="utf-8") as f:
-        json.dump(vocab, f, ensure_ascii=False)
+    (vdir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")  # C encoder
     return {"n": n, "avgdl": float(lens_all.mean()), "n_terms": len(vocab), "postings": total_postings,
             "fingerprint": "sha256:" + fp.hexdigest(), "pass1_seconds": round(time.perf_counter() - t0, 3)}
 
@@ -364,9 +370,11 @@ _kernel: Any = None
 _kernel_lock = threading.Lock()
 
 
-def _score_py(qids, data, indices, indptr, acc, mark, touched):  # pragma: no cover - compiled by numba
-    """Accumulate one query's scores into ``acc`` (float32, in query-term order, as bm25s does); list the
-    touched rows in ``touched``. Returns how many, or -1 when an offset or a row id is out of range."""
+def _score_py(qids, data, indices, indptr, acc, mark, touched, k, out_s, out_r):  # pragma: no cover - numba
+    """One query on one shard: accumulate the scores of the touched rows into ``acc`` (float32, term by term
+    in query order, as bm25s does), then keep the best ``k`` positive ones by (score desc, row asc) in a
+    min-heap written to ``out_s`` / ``out_r``, clearing ``acc`` / ``mark`` on the way. Returns how many were
+    kept, or -1 when an offset or a row id is out of range (a damaged shard)."""
     n_docs = acc.shape[0]
     n_nnz = indices.shape[0]
     n = 0
@@ -374,17 +382,63 @@ def _score_py(qids, data, indices, indptr, acc, mark, touched):  # pragma: no co
         s = indptr[t]
         e = indptr[t + 1]
         if s < 0 or e < s or e > n_nnz:
+            for i in range(n):
+                acc[touched[i]] = 0
+                mark[touched[i]] = False
             return -1
         for j in range(s, e):
             d = indices[j]
             if d < 0 or d >= n_docs:
+                for i in range(n):
+                    acc[touched[i]] = 0
+                    mark[touched[i]] = False
                 return -1
             if not mark[d]:
                 mark[d] = True
                 touched[n] = d
                 n += 1
             acc[d] += data[j]
-    return n
+    size = 0
+    for i in range(n):
+        d = touched[i]
+        sc = acc[d]
+        acc[d] = 0
+        mark[d] = False
+        if not sc > 0:
+            continue
+        if size < k:  # push, sift up (the root is the worst kept: lowest score, then highest row)
+            c = size
+            size += 1
+            while c > 0:
+                p = (c - 1) // 2
+                if sc < out_s[p] or (sc == out_s[p] and d > out_r[p]):  # the new one is worse: it rises
+                    out_s[c] = out_s[p]
+                    out_r[c] = out_r[p]
+                    c = p
+                else:
+                    break
+            out_s[c] = sc
+            out_r[c] = d
+        elif sc > out_s[0] or (sc == out_s[0] and d < out_r[0]):  # better than the worst: replace, sift down
+            c = 0
+            while True:
+                left = 2 * c + 1
+                if left >= size:
+                    break
+                w = left
+                right = left + 1
+                if right < size and (out_s[right] < out_s[left]
+                                     or (out_s[right] == out_s[left] and out_r[right] > out_r[left])):
+                    w = right
+                if out_s[w] < sc or (out_s[w] == sc and out_r[w] > d):
+                    out_s[c] = out_s[w]
+                    out_r[c] = out_r[w]
+                    c = w
+                else:
+                    break
+            out_s[c] = sc
+            out_r[c] = d
+    return size
 
 
 def _get_kernel() -> Any:
@@ -402,22 +456,6 @@ def _get_kernel() -> Any:
                 except ImportError:
                     _kernel = _score_py  # pure Python: correct, slow; install searchgym[fast] for numba
     return _kernel
-
-
-def _topk(sc: np.ndarray, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best by (score descending, row ascending), positive scores only, in that order."""
-    pos = sc > 0
-    if not pos.all():
-        sc, rows = sc[pos], rows[pos]
-    if len(sc) > k:
-        kth = np.partition(sc, len(sc) - k)[len(sc) - k]
-        above = np.flatnonzero(sc > kth)
-        eq = np.flatnonzero(sc == kth)
-        eq = eq[np.argsort(rows[eq], kind="stable")[: k - len(above)]]
-        sel = np.concatenate([above, eq])
-        sc, rows = sc[sel], rows[sel]
-    order = np.lexsort((rows, -sc))
-    return sc[order], rows[order]
 
 
 class _Shard:
@@ -442,20 +480,16 @@ class _Shard:
             raise IndexCorruptError(f"{self.label}: arrays have the wrong type, shape or bounds; rebuild the index")
 
     def topk(self, qids: np.ndarray, k: int, bufs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        acc, mark, touched = bufs["acc"], bufs["mark"], bufs["touched"]
-        n = _get_kernel()(qids, self.data, self.indices, self.indptr, acc[: self.n], mark[: self.n],
-                          touched[: self.n])
+        """This shard's best ``k`` for one query: (scores desc, global rows asc on ties)."""
+        out_s, out_r = np.empty(k, np.float32), np.empty(k, np.int64)
+        n = _get_kernel()(qids, self.data, self.indices, self.indptr, bufs["acc"][: self.n],
+                          bufs["mark"][: self.n], bufs["touched"], k, out_s, out_r)
         if n < 0:
-            acc[:] = 0
-            mark[:] = False
             raise IndexCorruptError(f"{self.label}: a term's offsets or a passage id are out of range (the "
                                     "shard is damaged); rebuild the index")
-        rows = touched[:n].copy()
-        sc = acc[rows]
-        acc[rows] = 0
-        mark[rows] = False
-        s, r = _topk(sc, rows, k)
-        return s, r + self.start
+        s, r = out_s[:n], out_r[:n]
+        order = np.lexsort((r, -s))
+        return s[order], r[order] + self.start
 
 
 class ShardedBM25Retriever:
