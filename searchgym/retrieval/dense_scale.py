@@ -53,9 +53,11 @@ MAX_QUERY_CHARS = 2048
 
 
 def _faiss() -> Any:
-    from searchgym.retrieval.dense import _faiss as f
-
-    return f()
+    try:
+        import faiss
+    except ImportError as exc:
+        raise ConfigError("dense retrieval needs faiss: pip install 'searchgym[dense]'") from exc
+    return faiss
 
 
 def open_faiss_index(path: str | Path, *, mmap: bool = True) -> Any:
@@ -149,7 +151,8 @@ class FaissRetriever:
 
 def _embedding_dim(encoder: Any) -> int | None:
     get = getattr(encoder, "get_embedding_dimension", None) or encoder.get_sentence_embedding_dimension
-    return get()
+    d = get()
+    return None if d is None else int(d)
 
 
 def _is_ivf(index: Any) -> bool:

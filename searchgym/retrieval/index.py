@@ -31,6 +31,7 @@ in a memory-mapped record store (:mod:`searchgym.retrieval.store`) instead of ``
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import logging
@@ -336,7 +337,7 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
                 or set(ck["files"]) != set(files)):
             raise bad("'checksums' must hold one checksum per file in 'files'")
         try:
-            hasher(ck.get("algorithm"))
+            hasher(str(ck.get("algorithm")))
         except (KeyError, ImportError, TypeError):
             raise bad(f"unknown checksum algorithm {ck.get('algorithm')!r} (xxh3_128 needs: pip install xxhash)") \
                 from None
@@ -446,7 +447,7 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
     for want in needs[kind]:
         spec = by_kind[want]
         ctx = LoadContext(root, spec.name, m["backends"][spec.name], passages, options)
-        parts.append(_load_part(root, spec.name, lambda spec=spec, ctx=ctx: spec.load(ctx)))
+        parts.append(_load_part(root, spec.name, functools.partial(spec.load, ctx)))
     if kind == "hybrid":
         from searchgym.retrieval.hybrid import HybridRetriever
 

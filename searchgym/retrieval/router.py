@@ -196,11 +196,11 @@ def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = F
         with atomic_dir(d, overwrite=overwrite) as tmp:
             (tmp / "passages").mkdir()
             lo, hi = int(offsets[a]), int(offsets[a + n])
-            with open(records, "rb") as f, open(tmp / "passages" / RECORDS, "wb") as g:
-                f.seek(lo)
+            with open(records, "rb") as src_f, open(tmp / "passages" / RECORDS, "wb") as g:
+                src_f.seek(lo)
                 left = hi - lo
                 while left:
-                    chunk = f.read(min(left, 1 << 24))
+                    chunk = src_f.read(min(left, 1 << 24))
                     if not chunk:
                         raise IndexCorruptError(f"{records} ends before byte {hi}")
                     g.write(chunk)

@@ -199,7 +199,7 @@ def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress
             words = list(filterfalse(is_stop, split(text.lower() if lower else text)))
             if stem is not None:
                 words = stem.stemWords(words)
-            ids = list(map(vget, words))  # C-level lookups; the (ever rarer) new terms get ids below
+            ids: list[Any] = list(map(vget, words))  # C-level lookups; the (ever rarer) new terms get ids below
             if None in ids:
                 for j, t in enumerate(ids):
                     if t is None:
@@ -256,7 +256,7 @@ def _build_shard(work: _Work, i: int, a: int, b: int, p1: dict[str, Any], idf: n
     pa, pb = int(docptr[a]), int(docptr[b])
     terms = np.fromfile(work.tmp / "terms.i32", dtype="<i4", count=pb - pa, offset=pa * 4)
     tfs = np.fromfile(work.tmp / "tfs.i32", dtype="<i4", count=pb - pa, offset=pa * 4)
-    per_doc = np.diff(np.asarray(docptr[a:b + 1], dtype=np.int64))
+    per_doc = np.diff(np.asarray(docptr[a:b + 1], dtype=np.int64)).astype(np.int64)
     del docptr
     local = np.repeat(np.arange(b - a, dtype=np.int64), per_doc)
     lens = np.fromfile(work.tmp / "lens.i64", dtype="<i8", count=b - a, offset=a * 8).astype(np.int64)
@@ -370,7 +370,8 @@ _kernel: Any = None
 _kernel_lock = threading.Lock()
 
 
-def _score_py(qids, data, indices, indptr, acc, mark, touched, k, out_s, out_r):  # pragma: no cover - numba
+def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, acc: np.ndarray,
+              mark: np.ndarray, touched: np.ndarray, k: int, out_s: np.ndarray, out_r: np.ndarray) -> int:
     """One query on one shard: accumulate the scores of the touched rows into ``acc`` (float32, term by term
     in query order, as bm25s does), then keep the best ``k`` positive ones by (score desc, row asc) in a
     min-heap written to ``out_s`` / ``out_r``, clearing ``acc`` / ``mark`` on the way. Returns how many were
