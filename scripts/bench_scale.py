@@ -30,9 +30,11 @@ REFERENCE_MD = "/work/shared/reference/retrieval-bench.md (1M, bm25s numba: 326 
                "build 159 s at 3.1 GB peak)"
 
 
-def _rss_mb() -> float:
+def _rss_mb(field: str = "VmRSS") -> float:
+    """Resident MB; ``RssAnon`` is the process's own memory, ``RssFile`` the mapped files' pages (the page cache,
+    shared and reclaimable)."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -77,13 +79,14 @@ def phase_serve(a: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     r = load_index(a.index, verify=False)
     load_s = time.perf_counter() - t0
-    rss_load = _rss_mb()
+    rss_load, anon_load = _rss_mb(), _rss_mb("RssAnon")
     r.warmup()
     qs = synthetic_queries(a.queries, vocab_size=a.vocab_size, seed=7)
     out = {"load_s": load_s, "rss_after_load_mb": rss_load, "rss_before_mb": rss0, "shards": r.n_shards,
            "single": _time_queries(r, qs[: a.single], 1, 1),
            "batch64_1t": _time_queries(r, qs, 64, 1), "batch64_2t": _time_queries(r, qs, 64, 2),
-           "rss_after_queries_mb": _rss_mb()}
+           "rss_after_queries_mb": _rss_mb(), "anon_after_queries_mb": _rss_mb("RssAnon"),
+           "file_after_queries_mb": _rss_mb("RssFile"), "anon_after_load_mb": anon_load}
     if a.dump:
         res = r.batch_search(qs[: a.parity_queries], K)
         Path(a.dump).write_text(json.dumps([[(h.id, h.score) for h in hits] for hits in res]))
