@@ -531,6 +531,11 @@ class ShardedBM25Retriever:
         return self._passages
 
     @property
+    def params(self) -> dict[str, Any]:
+        return {"k1": self.k1, "b": self.b, "method": self.method, "tokenizer": self.tokenizer.config.to_dict(),
+                "shards": self.n_shards}
+
+    @property
     def n_shards(self) -> int:
         return len(self._shards)
 
