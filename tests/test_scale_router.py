@@ -68,6 +68,7 @@ def test_the_router_merges_exactly_like_the_single_sharded_index(cluster):
     hits = router.search("alpha beta gamma", 5)
     assert {h.id for h in hits} <= {f"tie{j}" for j in range(10)}
     assert hits[0].passage.title == "same"
+    router.close()
 
 
 def test_the_router_is_served_unchanged_with_the_same_contract(cluster):
@@ -109,6 +110,7 @@ def test_a_shard_down_is_an_error_naming_it_or_a_flagged_partial_result(cluster,
         front.stop()
         servers[2].start()
     assert _pairs(router.batch_search(QUERIES, 5)) == _pairs(ref.batch_search(QUERIES, 5))  # back: complete
+    router.close()
 
 
 def test_split_refuses_an_index_that_is_not_sharded(tmp_path):
