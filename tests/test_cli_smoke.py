@@ -133,6 +133,41 @@ def smoke_index_info(ws):
     assert "bm25" in _cli("index", "info", ws.index)
 
 
+def _sharded_index(ws) -> Path:
+    out = ws.root / "sharded"
+    if not (out / "manifest.json").is_file():
+        _cli("index", "build", ws.world / "corpus.jsonl", "--out", out, "--shards", 2)
+    return out
+
+
+def smoke_index_split(ws):
+    out = ws.index.parent / "split"
+    assert "2 shard indexes" in _cli("index", "split", _sharded_index(ws), "--out", out, "--overwrite")
+    assert "ShardedBM25Retriever" in _cli("search", out / "shard-000", "capital city", "-k", 1)
+
+
+def smoke_index_router(ws):
+    out = ws.root / "router"
+    _cli("index", "router", "http://127.0.0.1:9/", "http://127.0.0.1:10/", "--out", out, "--overwrite")
+    assert "bm25_router" in _cli("index", "info", out)
+
+
+def smoke_index_import_faiss(ws):
+    faiss = pytest.importorskip("faiss")
+    import json
+
+    import numpy as np
+
+    idx = _sharded_index(ws)
+    n = json.loads((idx / "manifest.json").read_text())["n_passages"]
+    f = faiss.IndexFlatIP(384)
+    f.add(np.zeros((n, 384), np.float32))
+    faiss.write_index(f, str(ws.root / "z.faiss"))
+    out = ws.root / "imported"
+    assert "imported" in _cli("index", "import-faiss", ws.root / "z.faiss", "--corpus", idx, "--model",
+                              "all-MiniLM-L6-v2", "--out", out, "--overwrite")
+
+
 def smoke_search(ws):
     out = _cli("search", ws.index, "capital city", "-k", 5)
     assert "score" in out.lower()
@@ -225,6 +260,9 @@ def smoke_make_test_integrations(ws):
 SMOKE: dict[str, Callable[[Workspace], None]] = {
     "index build": smoke_index_build,
     "index info": smoke_index_info,
+    "index split": smoke_index_split,
+    "index router": smoke_index_router,
+    "index import-faiss": smoke_index_import_faiss,
     "search": smoke_search,
     "serve": smoke_serve,
     "data export-world": smoke_data_export_world,

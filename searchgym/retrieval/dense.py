@@ -19,6 +19,7 @@ import numpy as np
 
 from searchgym.errors import ConfigError, ModelLoadError, QueryError
 from searchgym.retrieval.base import Hit, Passage
+from searchgym.retrieval.index import LoadContext, load_index, register_backend, save_retrievers
 from searchgym.retrieval.tokenize import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -188,15 +189,11 @@ class DenseRetriever:
 
     # -- persistence --------------------------------------------------------------------------------
     def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
-        from searchgym.retrieval.index import save_retrievers
-
         return save_retrievers(path, self._passages, dense=self, overwrite=overwrite)
 
     @classmethod
     def load(cls, path: str | Path, *, expected_fingerprint: str | None = None, verify: bool = True
              ) -> DenseRetriever:
-        from searchgym.retrieval.index import load_index
-
         r = load_index(path, kind="dense", expected_fingerprint=expected_fingerprint, verify=verify)
         assert isinstance(r, cls)
         return r
@@ -304,3 +301,13 @@ def cached_embeddings(passages: Sequence[Passage], *, key: Mapping[str, Any], mo
             log.warning("cannot write the dense cache under %s (%s); set SEARCHGYM_CACHE to a writable "
                         "directory (or SEARCHGYM_CACHE=off)", root, exc)
     return emb
+
+
+def _load_backend(ctx: LoadContext) -> DenseRetriever:
+    o = ctx.options
+    return DenseRetriever._from_files(ctx.dir, ctx.entry, list(ctx.passages), device=o.get("device", "cpu"),
+                                      model=o.get("model"), index_type=o.get("index_type"),
+                                      mmap=bool(o.get("mmap")))
+
+
+register_backend("dense", provides="dense", load=_load_backend)

@@ -16,18 +16,32 @@ missing). ``load_index`` verifies both unless given ``verify=False`` (for a huge
 checks the BM25 arrays' structure (ids within the corpus, monotone offsets, vocabulary ids within range) before
 any kernel sees them, so a corrupted index raises IndexCorruptError instead of crashing the process. Indexes
 written before checksums existed still load, with a warning that they cannot be verified. Nothing is pickled.
+
+Every path an index names (``files``, ``passages_file``, the passage store, a backend's own files) must
+resolve inside the index directory, symlinks included, or the manifest is refused with IndexCorruptError,
+verified or not.
+
+Backends: this module is the one layer that owns the manifest, the passages and the loader; it imports no
+backend. A backend module registers itself (:func:`register_backend`) with the retriever kind it provides
+("bm25" or "dense") and a loader that reads its own files; the built-in ones (``bm25``, ``dense``,
+``bm25_sharded``) are imported by name when a manifest first names them. Building is
+:mod:`searchgym.retrieval.build`; a sharded index (:mod:`searchgym.retrieval.sharded`) keeps its passages
+in a memory-mapped record store (:mod:`searchgym.retrieval.store`) instead of ``passages.parquet``.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import json
 import logging
 import os
 import shutil
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,19 +62,85 @@ from searchgym.errors import (
 from searchgym.fsmode import current_umask
 from searchgym.retrieval.base import Passage
 from searchgym.retrieval.checksums import default_checksum_algorithm, file_checksum, hasher
-from searchgym.retrieval.corpus import corpus_fingerprint, load_corpus
+from searchgym.retrieval.corpus import corpus_fingerprint
 
 FORMAT = "searchgym-index"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 PASSAGES = "passages.parquet"
-BM25_KEYS = {"k1", "b", "method", "stopwords", "stemmer", "lowercase", "backend", "n_threads"}
-DENSE_KEYS = {"hnsw_m", "ef_search", "ef_construction", "batch_size", "device"}
 log = logging.getLogger(__name__)
 
 
 def _rebuild_hint(path: Path | str) -> str:
-    return f"rebuild it with `searchgym index build CORPUS --out {path}` (add --dense for a dense index)"
+    return f"rebuild it with `searchgym index build CORPUS --out {path}` (add --dense MODEL for a dense index)"
+
+
+# -- the backend registry -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LoadContext:
+    """What a backend loader gets: the index root, its backend name and manifest entry, the passages
+    (a list, or a memory-mapped :class:`~searchgym.retrieval.store.PassageStore`) and the load options
+    (``backend``, ``device``, ``mmap``, ``model``, ``index_type``, ``n_threads``, ``kind``)."""
+
+    root: Path
+    name: str
+    entry: dict[str, Any]
+    passages: Sequence[Passage]
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def dir(self) -> Path:
+        return self.root / self.name
+
+    def path(self, rel: str) -> Path:
+        """``root / rel``, refused (IndexCorruptError) unless it resolves inside the index directory."""
+        return contained(self.root, rel, what=f"backend {self.name!r}")
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A registered backend: ``provides`` is the retriever kind it serves ("bm25" or "dense")."""
+
+    name: str
+    provides: str
+    load: Callable[[LoadContext], Any]
+    check_options: Callable[[dict[str, Any]], None] | None = None  # raise ConfigError for a bad load option
+
+
+_REGISTRY: dict[str, BackendSpec] = {}
+# The built-in backends, imported by module name when a manifest first names one.
+_BUILTIN = {"bm25": "searchgym.retrieval.bm25", "dense": "searchgym.retrieval.dense",
+            "bm25_sharded": "searchgym.retrieval.sharded", "bm25_router": "searchgym.retrieval.router",
+            "dense_faiss": "searchgym.retrieval.dense_scale"}
+
+
+def register_backend(name: str, *, provides: str, load: Callable[[LoadContext], Any],
+                     check_options: Callable[[dict[str, Any]], None] | None = None) -> None:
+    """Make ``load_index`` read manifests that list backend ``name``: ``load`` reads its files (any error it
+    raises becomes IndexCorruptError), ``check_options`` refuses bad load options first (ConfigError)."""
+    if provides not in ("bm25", "dense"):
+        raise ConfigError(f"backend {name!r}: provides must be 'bm25' or 'dense', not {provides!r}")
+    _REGISTRY[name] = BackendSpec(name, provides, load, check_options)
+
+
+def get_backend(name: str) -> BackendSpec | None:
+    """The registered backend ``name`` (importing a built-in one on first use), or None."""
+    if name not in _REGISTRY and name in _BUILTIN:
+        importlib.import_module(_BUILTIN[name])
+    return _REGISTRY.get(name)
+
+
+def contained(root: Path, rel: Any, *, what: str = "a manifest entry") -> Path:
+    """``root / rel`` if it stays inside ``root`` after resolving ``..`` and symlinks; else IndexCorruptError."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        raise IndexCorruptError(f"{root / MANIFEST}: {what} names an invalid path {rel!r}; {_rebuild_hint(root)}")
+    p = Path(rel)
+    base = root.resolve()
+    full = (root / p).resolve()
+    if p.is_absolute() or ".." in p.parts or (full != base and base not in full.parents):
+        raise IndexCorruptError(f"{root / MANIFEST}: {what} names {rel!r}, which resolves outside the index "
+                                f"directory; refused. {_rebuild_hint(root)}")
+    return root / p
 
 
 # -- writing ------------------------------------------------------------------------------------------
@@ -139,84 +219,45 @@ def _checksums(root: Path, files: dict[str, int]) -> dict[str, Any]:
     return {"algorithm": algo, "files": {rel: file_checksum(root / rel, algo) for rel in files}}
 
 
-def save_retrievers(path: str | Path, passages: Sequence[Passage], *, bm25: Any = None, dense: Any = None,
-                    overwrite: bool = False, build_seconds: float | None = None) -> Path:
-    """Write an index directory holding the given BM25 and/or dense retrievers over ``passages``."""
-    if bm25 is None and dense is None:
-        raise ConfigError("nothing to save: give a BM25 and/or a dense retriever")
+def write_manifest(root: Path, *, n_passages: int, fingerprint: str, backends: dict[str, Any],
+                   build_seconds: float, passages: dict[str, Any]) -> dict[str, Any]:
+    """Write ``root/manifest.json`` listing every file under ``root`` with its size and checksum.
+    ``passages``: ``{"passages_file": ...}`` (parquet) or ``{"passages_store": {...}}`` (record store)."""
     import searchgym
 
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "searchgym_version": getattr(searchgym, "__version__", "unknown"),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "build_seconds": round(build_seconds, 3),
+        "n_passages": n_passages,
+        "corpus_fingerprint": fingerprint,
+        **passages,
+        "backends": backends,
+        "files": (files := _file_sizes(root)),
+        "checksums": _checksums(root, files),
+    }
+    (root / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def save_retrievers(path: str | Path, passages: Sequence[Passage], *, bm25: Any = None, dense: Any = None,
+                    overwrite: bool = False, build_seconds: float | None = None) -> Path:
+    """Write an index directory holding the given BM25 and/or dense retrievers over ``passages``; each
+    retriever writes its own files (``_save_files``) into its backend's subdirectory."""
+    if bm25 is None and dense is None:
+        raise ConfigError("nothing to save: give a BM25 and/or a dense retriever")
     t0 = time.perf_counter()
     path = Path(path)
     with atomic_dir(path, overwrite=overwrite) as tmp:
         write_passages(passages, tmp / PASSAGES)
-        backends: dict[str, Any] = {}
-        if bm25 is not None:
-            backends["bm25"] = bm25._save_files(tmp / "bm25")
-        if dense is not None:
-            backends["dense"] = dense._save_files(tmp / "dense")
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "searchgym_version": getattr(searchgym, "__version__", "unknown"),
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "build_seconds": round(build_seconds if build_seconds is not None else time.perf_counter() - t0, 3),
-            "n_passages": len(passages),
-            "corpus_fingerprint": corpus_fingerprint(passages),
-            "passages_file": PASSAGES,
-            "backends": backends,
-            "files": (files := _file_sizes(tmp)),
-            "checksums": _checksums(tmp, files),
-        }
-        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        backends = {name: part._save_files(tmp / name) for name, part in (("bm25", bm25), ("dense", dense))
+                    if part is not None}
+        write_manifest(tmp, n_passages=len(passages), fingerprint=corpus_fingerprint(passages), backends=backends,
+                       build_seconds=build_seconds if build_seconds is not None else time.perf_counter() - t0,
+                       passages={"passages_file": PASSAGES})
     return path
-
-
-def build_index(
-    corpus: str | Path | Sequence[Passage],
-    out_dir: str | Path,
-    *,
-    bm25: bool = True,
-    dense: str | None = None,
-    hnsw: bool = False,
-    overwrite: bool = False,
-    show_progress: bool = True,
-    format: str | None = None,
-    **params: Any,
-) -> Path:
-    """Build an index directory from a corpus file / HF dataset / list of passages.
-
-    ``dense`` names the encoder (``"all-MiniLM-L6-v2"`` = the bundled default) or is None for no dense part;
-    ``hnsw`` picks HNSW over Flat. ``params``: BM25 ones (k1, b, method, stopwords, stemmer, lowercase) and
-    dense ones (hnsw_m, ef_search, ef_construction, batch_size, device).
-    """
-    unknown = set(params) - BM25_KEYS - DENSE_KEYS
-    if unknown:
-        raise ConfigError(f"unknown index parameters {sorted(unknown)}; BM25: {sorted(BM25_KEYS)}, "
-                          f"dense: {sorted(DENSE_KEYS)}")
-    if not bm25 and not dense:
-        raise ConfigError("an index needs BM25 and/or dense: keep bm25=True or give dense=MODEL")
-    dirswap.cleanup_siblings(Path(out_dir), is_complete=_is_complete_index)
-    _check_target(Path(out_dir), overwrite)  # fail before the (long) build, not after
-    t0 = time.perf_counter()
-    passages = list(corpus) if not isinstance(corpus, (str, Path)) else load_corpus(corpus, format=format)
-    if not passages:
-        raise ConfigError(f"the corpus {corpus if isinstance(corpus, (str, Path)) else ''} holds no passages")
-    b = d = None
-    if bm25:
-        from searchgym.retrieval.bm25 import BM25Retriever
-
-        kw = {k: v for k, v in params.items() if k in BM25_KEYS}
-        kw.setdefault("backend", "numpy")  # building never needs the numba kernels
-        b = BM25Retriever(passages, show_progress=show_progress, **kw)
-    if dense:
-        from searchgym.retrieval.dense import DenseRetriever
-
-        kw = {k: v for k, v in params.items() if k in DENSE_KEYS}
-        d = DenseRetriever(passages, model=dense, index_type="hnsw" if hnsw else "flat",
-                           show_progress=show_progress, **kw)
-    return save_retrievers(out_dir, passages, bm25=b, dense=d, overwrite=overwrite,
-                           build_seconds=time.perf_counter() - t0)
 
 
 # -- reading ------------------------------------------------------------------------------------------
@@ -268,17 +309,27 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     if not isinstance(files, dict) or not all(
             isinstance(k, str) and type(v) is int and v >= 0 for k, v in files.items()):
         raise bad("'files' must map file names to byte sizes")
+    root = mpath.parent
     for rel in files:
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise bad(f"'files' names {rel!r}, outside the index directory")
+        contained(root, rel, what="'files'")
     if type(m["n_passages"]) is not int or m["n_passages"] < 0:
         raise bad("'n_passages' must be a non-negative integer")
     if not isinstance(m["backends"], dict) or not all(isinstance(v, dict) for v in m["backends"].values()):
         raise bad("'backends' must map backend names to parameter objects")
     if not isinstance(m["corpus_fingerprint"], str):
         raise bad("'corpus_fingerprint' must be a string")
-    if not isinstance(m.get("passages_file", PASSAGES), str):
-        raise bad("'passages_file' must be a string")
+    store = m.get("passages_store")
+    if m.get("passages_remote") is True:  # a router: the shard servers hold the passages
+        pass
+    elif store is not None:
+        if not isinstance(store, dict) or not isinstance(store.get("dir"), str):
+            raise bad("'passages_store' must be an object with a 'dir'")
+        contained(root, store["dir"], what="'passages_store'")
+    else:
+        pf = m.get("passages_file", PASSAGES)
+        contained(root, pf, what="'passages_file'")
+        if pf not in files:
+            raise bad(f"'passages_file' {pf!r} is not one of the index's listed files")
     ck = m.get("checksums")
     if ck is not None:
         if (not isinstance(ck, dict) or not isinstance(ck.get("files"), dict)
@@ -286,7 +337,7 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
                 or set(ck["files"]) != set(files)):
             raise bad("'checksums' must hold one checksum per file in 'files'")
         try:
-            hasher(ck.get("algorithm"))
+            hasher(str(ck.get("algorithm")))
         except (KeyError, ImportError, TypeError):
             raise bad(f"unknown checksum algorithm {ck.get('algorithm')!r} (xxh3_128 needs: pip install xxhash)") \
                 from None
@@ -326,39 +377,20 @@ def index_info(path: str | Path) -> dict[str, Any]:
     return info
 
 
-def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprint: str | None = None,
-               backend: str = "auto", device: str = "cpu", mmap: bool = False, k_rrf: float = 60,
-               index_type: str | None = None, model: str | None = None, verify: bool = True) -> Any:
-    """Load an index directory as a retriever.
+def _read_passages(root: Path, m: dict[str, Any]) -> Sequence[Passage]:
+    if m.get("passages_remote") is True:
+        return []
+    store = m.get("passages_store")
+    if store is not None:
+        from searchgym.retrieval.store import PassageStore
 
-    ``kind``: None (BM25, dense, or hybrid when the index has both), "bm25", "rank_bm25", "dense" or "hybrid".
-    ``expected_fingerprint``: the ``corpus_fingerprint`` of the corpus you mean to search; a different one raises
-    IndexMismatchError. ``backend`` picks the BM25 engine ("auto", "numba", "numpy"). ``verify=False`` skips the
-    per-file checksums (sizes and the BM25 structure are still checked, so nothing can crash the process).
-    """
-    root = _resolve_root(Path(path))
-    m = read_manifest(root)
-    _check_files(root, m, verify)
-    if expected_fingerprint is not None and expected_fingerprint != m["corpus_fingerprint"]:
-        raise IndexMismatchError(
-            f"{root / MANIFEST} was built from corpus {m['corpus_fingerprint'][:19]}…, not the expected "
-            f"{expected_fingerprint[:19]}…; {_rebuild_hint(root)} from the corpus you mean to search")
-    have = set(m["backends"])
-    if not have or not have <= {"bm25", "dense"}:
-        raise IndexCorruptError(f"{root / MANIFEST} lists backends {sorted(have)}; expected bm25 and/or dense. "
-                                f"{_rebuild_hint(root)}")
-    if kind is None:
-        kind = "hybrid" if {"bm25", "dense"} <= have else next(iter(sorted(have)), "")
-    needs = {"bm25": {"bm25"}, "rank_bm25": {"bm25"}, "dense": {"dense"}, "hybrid": {"bm25", "dense"}}
-    if kind not in needs:
-        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(needs)}")
-    missing = needs[kind] - have
-    if missing:
-        raise IndexNotFoundError(
-            f"{root} has no {'/'.join(sorted(missing))} part (it has {sorted(have)}); rebuild with "
-            f"`searchgym index build CORPUS --out {root}{' --dense' if 'dense' in missing else ' --bm25'}`")
-
-    ppath = root / m.get("passages_file", PASSAGES)
+        d = contained(root, store["dir"], what="'passages_store'")
+        try:
+            return PassageStore(d, m["n_passages"])
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{d} cannot be read ({type(exc).__name__}: {exc}); {_rebuild_hint(root)}") \
+                from None
+    ppath = contained(root, m.get("passages_file", PASSAGES), what="'passages_file'")
     try:
         passages = read_passages(ppath)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises many types for a damaged file
@@ -367,20 +399,55 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
     if len(passages) != m["n_passages"]:
         raise IndexCorruptError(f"{ppath} holds {len(passages)} passages, the manifest says {m['n_passages']}; "
                                 f"{_rebuild_hint(root)}")
+    return passages
 
+
+def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprint: str | None = None,
+               backend: str = "auto", device: str = "cpu", mmap: bool = False, k_rrf: float = 60,
+               index_type: str | None = None, model: str | None = None, verify: bool = True,
+               n_threads: int | None = None) -> Any:
+    """Load an index directory as a retriever.
+
+    ``kind``: None (BM25, dense, or hybrid when the index has both), "bm25", "rank_bm25", "dense" or "hybrid".
+    ``expected_fingerprint``: the ``corpus_fingerprint`` of the corpus you mean to search; a different one raises
+    IndexMismatchError. ``backend`` picks the BM25 engine ("auto", "numba", "numpy"). ``verify=False`` skips the
+    per-file checksums (sizes and the BM25 structure are still checked, so nothing can crash the process).
+    A sharded index is always memory-mapped; ``n_threads`` sets how many shards it scores at once.
+    """
+    root = _resolve_root(Path(path))
+    m = read_manifest(root)
+    _check_files(root, m, verify)
+    if expected_fingerprint is not None and expected_fingerprint != m["corpus_fingerprint"]:
+        raise IndexMismatchError(
+            f"{root / MANIFEST} was built from corpus {m['corpus_fingerprint'][:19]}…, not the expected "
+            f"{expected_fingerprint[:19]}…; {_rebuild_hint(root)} from the corpus you mean to search")
+    specs = {name: get_backend(name) for name in m["backends"]}
+    if not specs or any(s is None for s in specs.values()):
+        raise IndexCorruptError(f"{root / MANIFEST} lists backends {sorted(specs)}; this searchgym reads "
+                                f"{sorted(set(_BUILTIN) | set(_REGISTRY))}. {_rebuild_hint(root)}")
+    by_kind = {s.provides: s for s in specs.values() if s is not None}
+    have = set(by_kind)
+    if kind is None:
+        kind = "hybrid" if {"bm25", "dense"} <= have else next(iter(sorted(have)), "")
+    needs = {"bm25": ["bm25"], "rank_bm25": ["bm25"], "dense": ["dense"], "hybrid": ["bm25", "dense"]}
+    if kind not in needs:
+        raise ConfigError(f"unknown index kind {kind!r}; choose one of {sorted(needs)}")
+    missing = set(needs[kind]) - have
+    if missing:
+        raise IndexNotFoundError(
+            f"{root} has no {'/'.join(sorted(missing))} part (it has {sorted(have)}); rebuild with "
+            f"`searchgym index build CORPUS --out {root}{' --dense MODEL' if 'dense' in missing else ' --bm25'}`")
+    passages = _read_passages(root, m)
+    options = {"backend": backend, "device": device, "mmap": mmap, "model": model, "index_type": index_type,
+               "n_threads": n_threads, "kind": kind, "n_passages": m["n_passages"]}
+    for want in needs[kind]:
+        if by_kind[want].check_options is not None:
+            by_kind[want].check_options(options)  # type: ignore[misc]
     parts = []
-    if needs[kind] & {"bm25"}:
-        from searchgym.retrieval.bm25 import BM25Retriever, resolve_backend
-
-        be = "rank_bm25" if kind == "rank_bm25" else resolve_backend(backend)  # a bad argument is a ConfigError
-        parts.append(_load_part(root, "bm25", lambda: BM25Retriever._from_files(
-            root / "bm25", m["backends"]["bm25"], passages, backend=be, mmap=mmap)))
-    if "dense" in needs[kind]:
-        from searchgym.retrieval.dense import DenseRetriever
-
-        parts.append(_load_part(root, "dense", lambda: DenseRetriever._from_files(
-            root / "dense", m["backends"]["dense"], passages, device=device, model=model, index_type=index_type,
-            mmap=mmap)))
+    for want in needs[kind]:
+        spec = by_kind[want]
+        ctx = LoadContext(root, spec.name, m["backends"][spec.name], passages, options)
+        parts.append(_load_part(root, spec.name, functools.partial(spec.load, ctx)))
     if kind == "hybrid":
         from searchgym.retrieval.hybrid import HybridRetriever
 
@@ -388,7 +455,7 @@ def load_index(path: str | Path, *, kind: str | None = None, expected_fingerprin
     return parts[0]
 
 
-def _load_part(root: Path, name: str, load: Any) -> Any:
+def _load_part(root: Path, name: str, load: Callable[[], Any]) -> Any:
     """Run a backend loader; anything but a typed index / model error means the files are damaged."""
     try:
         return load()

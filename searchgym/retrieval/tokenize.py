@@ -15,6 +15,16 @@ from typing import Any
 from searchgym.errors import ConfigError
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+# The only word patterns an index may name. A pattern is run on every query, so one read from a manifest
+# (someone else's index directory) must not be able to backtrack catastrophically: these are all linear.
+SAFE_PATTERNS = frozenset({
+    TOKEN_PATTERN,          # bm25s / scikit-learn default: words of 2+ word characters
+    r"(?u)\b\w+\b",        # words of 1+ word characters
+    r"\w+",
+    r"\w\w+",
+    r"\S+",                 # whitespace-separated
+    r"[^\W_]+",             # letters and digits, no underscores
+})
 # A query with more distinct terms than this is cut (after de-duplication): it bounds the work of a
 # pathological (e.g. 100 kB) query by the index size instead of by the query length.
 MAX_QUERY_TERMS = 1024
@@ -53,11 +63,15 @@ class TokenizerConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TokenizerConfig:
         sw = d.get("stopwords", "en")
+        pattern = d.get("pattern", TOKEN_PATTERN)
+        if not isinstance(pattern, str) or pattern not in SAFE_PATTERNS:
+            raise ConfigError(f"tokenizer pattern {pattern!r:.120} is not one of searchgym's known safe patterns "
+                              f"{sorted(SAFE_PATTERNS)}; refusing it (a hostile regex can hold every search)")
         return cls(
             lowercase=bool(d.get("lowercase", True)),
             stopwords=tuple(sw) if isinstance(sw, list) else sw,
             stemmer=d.get("stemmer"),
-            pattern=d.get("pattern", TOKEN_PATTERN),
+            pattern=pattern,
             extra=dict(d.get("extra", {})),
         )
 
@@ -94,6 +108,9 @@ class Tokenizer:
     ):
         sw: str | tuple[str, ...] | None = stopwords if isinstance(stopwords, str) or stopwords is None \
             else tuple(stopwords)
+        if pattern not in SAFE_PATTERNS:
+            raise ConfigError(f"tokenizer pattern {pattern!r:.120} is not one of searchgym's known safe patterns "
+                              f"{sorted(SAFE_PATTERNS)} (an arbitrary regex can backtrack for seconds on one query)")
         self.config = TokenizerConfig(lowercase=lowercase, stopwords=sw, stemmer=stemmer, pattern=pattern)
         self.stopwords = frozenset(stopword_list(sw))
         self._stemmer = _make_stemmer(stemmer)

@@ -1,0 +1,616 @@
+"""Sharded BM25 for corpora that do not fit in memory: a streaming build and memory-mapped, exact search.
+
+Build (``build_sharded_index``, CLI ``searchgym index build CORPUS --shards N`` or ``--shard-size S``):
+
+1. *Pass 1* streams the corpus once: each passage goes to the passage store (:mod:`.store`), is tokenised
+   exactly as :class:`~searchgym.retrieval.bm25.BM25Retriever` tokenises it, and its ``(term, tf)`` pairs are
+   appended to a temporary postings file; document frequencies, lengths and the corpus fingerprint are
+   accumulated on the way. Memory: the vocabulary and the df array (a function of the vocabulary, not of the
+   corpus size) plus ~24 bytes per passage on disk, never the text.
+2. *Pass 2*, per shard: the shard's postings are scored with the **global** IDF and average length, with
+   bm25s' own scoring functions and the same float64 -> float32 arithmetic, so every (term, passage) score is
+   bit-identical to the one an unsharded bm25s index holds; they are written as CSC arrays (bm25s' layout:
+   ``data``, ``indices``, ``indptr`` ``.npy``), loadable with ``np.load(mmap_mode="r")``.
+
+The work happens in ``.<name>.building/`` next to the output; ``state.json`` there records pass 1 and every
+finished shard, so a killed build started again with the same corpus and parameters redoes only the unfinished
+shards. The finished directory is swapped into place atomically, as every other index build.
+
+Search (``ShardedBM25Retriever``, registered as backend ``bm25_sharded``): each shard scores a query in a
+numba kernel (``nogil``, so shards run in parallel threads with ``n_threads > 1``), keeps its top k by
+(score descending, row ascending) and the shards' lists are merged by the same order. Since each shard scores
+exactly as the unsharded index and ties break by row everywhere, the merged top k is the unsharded index's
+top k under that order, scores included. The kernel checks every offset and document id it reads, so a
+damaged shard raises IndexCorruptError naming the shard instead of reading out of bounds, without a pass over
+the arrays at load time (``load_index`` with ``verify=True``, the default, also checksums every file).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from itertools import filterfalse
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym import dirswap
+from searchgym.errors import ConfigError, DuplicateIdError, IndexCorruptError, QueryError
+from searchgym.retrieval.base import Hit, Passage
+from searchgym.retrieval.corpus import fingerprint_update
+from searchgym.retrieval.index import (
+    LoadContext,
+    _check_target,
+    _is_complete_index,
+    register_backend,
+    write_manifest,
+)
+from searchgym.retrieval.store import PassageStore, PassageStoreWriter
+from searchgym.retrieval.tokenize import Tokenizer, TokenizerConfig
+
+log = logging.getLogger(__name__)
+
+NAME = "bm25_sharded"
+ENGINE = "searchgym-sharded-bm25"
+METHODS = ("lucene", "robertson", "atire")  # bm25l / bm25+ score absent terms too: not shardable this way
+DEFAULT_SHARD_SIZE = 1_000_000
+STATE_VERSION = 1
+_BATCH = 8192  # passages tokenised between two writes of the postings
+
+
+# -- build --------------------------------------------------------------------------------------------
+def _source_key(corpus: str | Path | Sequence[Passage], format: str | None) -> dict[str, Any] | None:
+    """What identifies the corpus for resuming: path, size and mtime of every file (None: cannot resume)."""
+    if not isinstance(corpus, (str, Path)):
+        return None
+    p = Path(corpus)
+    if not p.exists():
+        return None
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    return {"path": str(p.resolve()), "format": format,
+            "files": [[str(f.relative_to(p) if f != p else f.name), f.stat().st_size, f.stat().st_mtime_ns]
+                      for f in files]}
+
+
+def _iter_source(corpus: str | Path | Sequence[Passage], format: str | None) -> Iterator[Passage]:
+    if isinstance(corpus, (str, Path)):
+        from searchgym.retrieval.corpus import iter_corpus
+
+        return iter_corpus(corpus, format=format, check_unique=False)
+    return iter(corpus)
+
+
+class _Work:
+    """The resumable work directory ``.<name>.building`` and its ``state.json``."""
+
+    def __init__(self, out: Path):
+        self.dir = out.with_name(f".{out.name}.building")
+        self.index = self.dir / "index"
+        self.tmp = self.dir / "tmp"
+        self.state_path = self.dir / "state.json"
+        self._lock: Any = None
+
+    def lock(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.dir / "lock", "w")  # noqa: SIM115 - held until release()
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise ConfigError(f"another build of {self.dir.name[1:-9]} is running ({self.dir} is locked)") \
+                from None
+
+    def release(self) -> None:
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
+
+    def read_state(self) -> dict[str, Any] | None:
+        try:
+            s = json.loads(self.state_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return s if isinstance(s, dict) else None
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        tmp = self.state_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        os.replace(tmp, self.state_path)
+
+    def reset(self) -> None:
+        for p in (self.index, self.tmp, self.state_path):
+            if p.is_dir():
+                shutil.rmtree(p)
+            else:
+                p.unlink(missing_ok=True)
+
+
+def _shard_bounds(n: int, shards: int | None, shard_size: int | None) -> list[int]:
+    if shards is not None and shard_size is not None:
+        raise ConfigError("give --shards or --shard-size, not both")
+    if shards is not None and shards < 1 or shard_size is not None and shard_size < 1:
+        raise ConfigError("the number of shards and the shard size must be at least 1")
+    count = shards if shards is not None else math.ceil(n / (shard_size or DEFAULT_SHARD_SIZE))
+    count = max(1, min(count, n))
+    return [n * i // count for i in range(count + 1)]
+
+
+def _pass1(source: Iterable[Passage], tok: Tokenizer, work: _Work, show_progress: bool) -> dict[str, Any]:
+    """Stream the corpus: passage store, postings (term ids + tfs), per-passage offsets and lengths, df."""
+    work.tmp.mkdir(parents=True, exist_ok=True)
+    writer = PassageStoreWriter(work.index / "passages")
+    vocab: dict[str, int] = {}
+    df = np.zeros(1 << 16, dtype=np.int64)
+    split, stem = tok._split, tok._stemmer
+    is_stop = tok.stopwords.__contains__
+    vget = vocab.get
+    lower = tok.config.lowercase
+    fp = hashlib.sha256()
+    files = {name: open(work.tmp / name, "wb") for name in  # noqa: SIM115 - closed below
+             ("terms.i32", "tfs.i32", "docptr.u64", "lens.i64", "idhash.i64")}
+    files["docptr.u64"].write(np.zeros(1, "<u8").tobytes())
+    n = 0
+    total_postings = 0
+    flat: list[int] = []
+    lens: list[int] = []
+    hashes: list[int] = []
+    t0 = time.perf_counter()
+
+    def flush() -> None:
+        nonlocal df, total_postings
+        if not lens:
+            return
+        ids = np.fromiter(flat, dtype=np.int64, count=len(flat))
+        ln = np.asarray(lens, dtype=np.int64)
+        doc = np.repeat(np.arange(len(ln), dtype=np.int64), ln)
+        keys, tfs = np.unique((doc << 32) | ids, return_counts=True)
+        terms = (keys & 0xFFFFFFFF).astype("<i4")
+        per_doc = np.bincount(keys >> 32, minlength=len(ln))
+        if len(vocab) > len(df):
+            df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), np.int64)])
+        df += np.bincount(terms, minlength=len(df))
+        files["terms.i32"].write(terms.tobytes())
+        files["tfs.i32"].write(tfs.astype("<i4").tobytes())
+        files["docptr.u64"].write((total_postings + np.cumsum(per_doc)).astype("<u8").tobytes())
+        files["lens.i64"].write(ln.astype("<i8").tobytes())
+        files["idhash.i64"].write(np.asarray(hashes, dtype="<i8").tobytes())
+        total_postings += len(terms)
+        flat.clear()
+        lens.clear()
+        hashes.clear()
+
+    try:
+        for p in source:
+            if not isinstance(p, Passage):
+                raise ConfigError(f"a corpus item must be a Passage, got {type(p).__name__}")
+            fingerprint_update(fp, p)
+            writer.add(p)
+            text = p.contents
+            words = list(filterfalse(is_stop, split(text.lower() if lower else text)))
+            if stem is not None:
+                words = stem.stemWords(words)
+            ids: list[Any] = list(map(vget, words))  # C-level lookups; the (ever rarer) new terms get ids below
+            if None in ids:
+                for j, t in enumerate(ids):
+                    if t is None:
+                        ids[j] = vocab.setdefault(words[j], len(vocab))
+            flat.extend(ids)
+            lens.append(len(ids))
+            hashes.append(hash(p.id) & 0x7FFFFFFFFFFFFFFF)
+            n += 1
+            if len(lens) >= _BATCH:
+                flush()
+                if show_progress and n % (_BATCH * 25) == 0:
+                    log.warning("pass 1: %s passages, %s terms, %.0f s", f"{n:,}", f"{len(vocab):,}",
+                                time.perf_counter() - t0)
+        flush()
+    finally:
+        for f in files.values():
+            f.close()
+        writer.close()
+    if n == 0:
+        raise ConfigError("the corpus holds no passages")
+    _check_ids_unique(work, n, source)
+    lens_all = np.fromfile(work.tmp / "lens.i64", dtype="<i8")
+    np.save(work.tmp / "df.npy", df[: len(vocab)])
+    vdir = work.index / NAME
+    vdir.mkdir(parents=True, exist_ok=True)
+    (vdir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")  # C encoder
+    return {"n": n, "avgdl": float(lens_all.mean()), "n_terms": len(vocab), "postings": total_postings,
+            "fingerprint": "sha256:" + fp.hexdigest(), "pass1_seconds": round(time.perf_counter() - t0, 3)}
+
+
+def _check_ids_unique(work: _Work, n: int, source: Iterable[Passage]) -> None:
+    """Duplicate ids, in memory of 8 bytes per passage: sort the id hashes; on a hash collision, compare the
+    colliding passages' real ids by reading them back from the store."""
+    h = np.fromfile(work.tmp / "idhash.i64", dtype="<i8")
+    order = np.argsort(h, kind="stable")
+    hs = h[order]
+    dup = np.flatnonzero(hs[1:] == hs[:-1])
+    if not len(dup):
+        return
+    store = PassageStore(work.index / "passages", n)
+    for i in dup:
+        a, b = sorted((int(order[i]), int(order[i + 1])))
+        if store[a].id == store[b].id:
+            raise DuplicateIdError(f"duplicate passage id {store[a].id!r} (rows {a + 1} and {b + 1}); ids must be "
+                                   "unique — deduplicate the corpus or renumber the ids")
+
+
+def _build_shard(work: _Work, i: int, a: int, b: int, p1: dict[str, Any], idf: np.ndarray, params: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """Score shard ``i`` (rows a..b-1) with the global statistics and write its CSC arrays."""
+    from bm25s.scoring import _select_tfc_scorer
+
+    docptr = np.memmap(work.tmp / "docptr.u64", dtype="<u8", mode="r", shape=(p1["n"] + 1,))
+    pa, pb = int(docptr[a]), int(docptr[b])
+    terms = np.fromfile(work.tmp / "terms.i32", dtype="<i4", count=pb - pa, offset=pa * 4)
+    tfs = np.fromfile(work.tmp / "tfs.i32", dtype="<i4", count=pb - pa, offset=pa * 4)
+    per_doc = np.diff(np.asarray(docptr[a:b + 1], dtype=np.int64)).astype(np.int64)
+    del docptr
+    local = np.repeat(np.arange(b - a, dtype=np.int64), per_doc)
+    lens = np.fromfile(work.tmp / "lens.i64", dtype="<i8", count=b - a, offset=a * 8).astype(np.int64)
+    # The arithmetic of bm25s' _build_scores_and_indices_for_matrix, vectorised: float32 tf, an int length,
+    # a float64 average length, float32 idf, product cast to float32 (numpy 2 promotion rules).
+    tfc = _select_tfc_scorer(params["method"])(tf_array=tfs.astype(np.float32), l_d=lens[local],
+                                               l_avg=np.float64(p1["avgdl"]), k1=params["k1"], b=params["b"])
+    data = (idf[terms] * tfc).astype(np.float32)
+    del tfc, tfs, lens
+    order = np.argsort(terms, kind="stable")  # by term; rows stay ascending within a term
+    counts = np.bincount(terms, minlength=len(idf))
+    indptr = np.zeros(len(idf) + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    out = work.index / NAME / "shards"
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / f".{i:03d}.tmp"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    np.save(tmp / "data.npy", data[order])
+    np.save(tmp / "indices.npy", local[order].astype(np.int32))
+    np.save(tmp / "indptr.npy", indptr)
+    final = out / f"{i:03d}"
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(tmp, final)
+    return {"dir": f"{NAME}/shards/{i:03d}", "start": a, "n": b - a, "nnz": int(pb - pa)}
+
+
+def build_sharded_index(
+    corpus: str | Path | Sequence[Passage],
+    out_dir: str | Path,
+    *,
+    shards: int | None = None,
+    shard_size: int | None = None,
+    k1: float = 1.5,
+    b: float = 0.75,
+    method: str = "lucene",
+    stopwords: str | Sequence[str] | None = "en",
+    stemmer: str | None = None,
+    lowercase: bool = True,
+    overwrite: bool = False,
+    show_progress: bool = True,
+    format: str | None = None,
+    _after_shard: Callable[[int], None] | None = None,
+) -> Path:
+    """Build a sharded BM25 index directory from a corpus stream (see the module docstring).
+
+    ``shards``: the number of shards, or ``shard_size``: passages per shard (default 1,000,000). A build killed
+    part-way resumes when started again with the same corpus files and parameters. Returns ``out_dir``.
+    """
+    if method not in METHODS:
+        raise ConfigError(f"a sharded index supports BM25 methods {METHODS}, not {method!r}")
+    _shard_bounds(1, shards, shard_size)  # argument errors before any work
+    out = Path(out_dir)
+    dirswap.cleanup_siblings(out, is_complete=_is_complete_index)
+    _check_target(out, overwrite)
+    tok = Tokenizer(lowercase=lowercase, stopwords=stopwords, stemmer=stemmer)
+    params = {"k1": float(k1), "b": float(b), "method": method, "tokenizer": tok.config.to_dict()}
+    key = {"version": STATE_VERSION, "source": _source_key(corpus, format), "params": params,
+           "shards": shards, "shard_size": shard_size}
+    work = _Work(out)
+    t0 = time.perf_counter()
+    work.lock()
+    try:
+        state = work.read_state()
+        if state is None or key["source"] is None or state.get("key") != key:
+            work.reset()
+            state = {"key": key, "pass1": None, "shards": {}}
+        else:
+            log.warning("resuming the build of %s: %d shard(s) already done", out, len(state["shards"]))
+        if state["pass1"] is None:
+            work.reset()
+            work.index.mkdir(parents=True)
+            state = {"key": key, "pass1": _pass1(_iter_source(corpus, format), tok, work, show_progress),
+                     "shards": {}}
+            work.write_state(state)
+        p1 = state["pass1"]
+        from bm25s.scoring import _select_idf_scorer
+
+        idf_fn = _select_idf_scorer(method)
+        df = np.load(work.tmp / "df.npy")
+        idf = np.array([idf_fn(int(d), N=p1["n"]) for d in df.tolist()], dtype=np.float32)
+        bounds = _shard_bounds(p1["n"], shards, shard_size)
+        for i in range(len(bounds) - 1):
+            if str(i) in state["shards"]:
+                continue
+            state["shards"][str(i)] = _build_shard(work, i, bounds[i], bounds[i + 1], p1, idf, params)
+            work.write_state(state)
+            if show_progress and p1["n"] >= 20_000:
+                log.warning("shard %d/%d written (%.0f s)", i + 1, len(bounds) - 1, time.perf_counter() - t0)
+            if _after_shard is not None:
+                _after_shard(i)
+        entry = {"engine": ENGINE, **params, "avgdl": p1["avgdl"], "n_terms": p1["n_terms"],
+                 "vocab_file": f"{NAME}/vocab.json",
+                 "shards": [state["shards"][str(i)] for i in range(len(bounds) - 1)]}
+        shutil.rmtree(work.tmp, ignore_errors=True)
+        write_manifest(work.index, n_passages=p1["n"], fingerprint=p1["fingerprint"], backends={NAME: entry},
+                       build_seconds=time.perf_counter() - t0,
+                       passages={"passages_store": {"format": "records-offsets", "dir": "passages"}})
+        _check_target(out, overwrite)  # it may have changed during a long build
+        if out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        dirswap.swap_into_place(work.index, out)
+    finally:
+        work.release()
+    shutil.rmtree(work.dir, ignore_errors=True)
+    return out
+
+
+# -- search -------------------------------------------------------------------------------------------
+_kernel: Any = None
+_kernel_lock = threading.Lock()
+
+
+def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, acc: np.ndarray,
+              mark: np.ndarray, touched: np.ndarray, k: int, out_s: np.ndarray, out_r: np.ndarray) -> int:
+    """One query on one shard: accumulate the scores of the touched rows into ``acc`` (float32, term by term
+    in query order, as bm25s does), then keep the best ``k`` positive ones by (score desc, row asc) in a
+    min-heap written to ``out_s`` / ``out_r``, clearing ``acc`` / ``mark`` on the way. Returns how many were
+    kept, or -1 when an offset or a row id is out of range (a damaged shard)."""
+    n_docs = acc.shape[0]
+    n_nnz = indices.shape[0]
+    n = 0
+    for t in qids:
+        s = indptr[t]
+        e = indptr[t + 1]
+        if s < 0 or e < s or e > n_nnz:
+            for i in range(n):
+                acc[touched[i]] = 0
+                mark[touched[i]] = False
+            return -1
+        for j in range(s, e):
+            d = indices[j]
+            if d < 0 or d >= n_docs:
+                for i in range(n):
+                    acc[touched[i]] = 0
+                    mark[touched[i]] = False
+                return -1
+            if not mark[d]:
+                mark[d] = True
+                touched[n] = d
+                n += 1
+            acc[d] += data[j]
+    size = 0
+    for i in range(n):
+        d = touched[i]
+        sc = acc[d]
+        acc[d] = 0
+        mark[d] = False
+        if not sc > 0:
+            continue
+        if size < k:  # push, sift up (the root is the worst kept: lowest score, then highest row)
+            c = size
+            size += 1
+            while c > 0:
+                p = (c - 1) // 2
+                if sc < out_s[p] or (sc == out_s[p] and d > out_r[p]):  # the new one is worse: it rises
+                    out_s[c] = out_s[p]
+                    out_r[c] = out_r[p]
+                    c = p
+                else:
+                    break
+            out_s[c] = sc
+            out_r[c] = d
+        elif sc > out_s[0] or (sc == out_s[0] and d < out_r[0]):  # better than the worst: replace, sift down
+            c = 0
+            while True:
+                left = 2 * c + 1
+                if left >= size:
+                    break
+                w = left
+                right = left + 1
+                if right < size and (out_s[right] < out_s[left]
+                                     or (out_s[right] == out_s[left] and out_r[right] > out_r[left])):
+                    w = right
+                if out_s[w] < sc or (out_s[w] == sc and out_r[w] > d):
+                    out_s[c] = out_s[w]
+                    out_r[c] = out_r[w]
+                    c = w
+                else:
+                    break
+            out_s[c] = sc
+            out_r[c] = d
+    return size
+
+
+def _get_kernel() -> Any:
+    global _kernel
+    if _kernel is None:
+        with _kernel_lock:
+            if _kernel is None:
+                try:
+                    import numba
+
+                    try:
+                        _kernel = numba.njit(nogil=True, cache=True)(_score_py)
+                    except (RuntimeError, OSError):
+                        _kernel = numba.njit(nogil=True)(_score_py)
+                except ImportError:
+                    _kernel = _score_py  # pure Python: correct, slow; install searchgym[fast] for numba
+    return _kernel
+
+
+class _Shard:
+    """One shard's memory-mapped CSC arrays."""
+
+    def __init__(self, root: Path, i: int, n_shards: int, spec: dict[str, Any], n_terms: int, ctx: LoadContext):
+        self.label = f"shard {i} of {n_shards} ({root / spec['dir']})"
+        d = ctx.path(spec["dir"])
+        try:
+            self.data = np.load(d / "data.npy", mmap_mode="r", allow_pickle=False)
+            self.indices = np.load(d / "indices.npy", mmap_mode="r", allow_pickle=False)
+            self.indptr = np.load(d / "indptr.npy", mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise IndexCorruptError(f"{self.label} cannot be read ({type(exc).__name__}: {exc})") from None
+        self.start, self.n = spec["start"], spec["n"]
+        ok = (self.data.ndim == self.indices.ndim == self.indptr.ndim == 1
+              and self.data.dtype == np.float32 and self.indices.dtype == np.int32
+              and self.indptr.dtype == np.int64 and len(self.data) == len(self.indices) == spec.get("nnz")
+              and len(self.indptr) == n_terms + 1 and len(self.indptr) > 0
+              and int(self.indptr[0]) == 0 and int(self.indptr[-1]) == len(self.indices))
+        if not ok:
+            raise IndexCorruptError(f"{self.label}: arrays have the wrong type, shape or bounds; rebuild the index")
+
+    def topk(self, qids: np.ndarray, k: int, bufs: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """This shard's best ``k`` for one query: (scores desc, global rows asc on ties)."""
+        out_s, out_r = np.empty(k, np.float32), np.empty(k, np.int64)
+        n = _get_kernel()(qids, self.data, self.indices, self.indptr, bufs["acc"][: self.n],
+                          bufs["mark"][: self.n], bufs["touched"], k, out_s, out_r)
+        if n < 0:
+            raise IndexCorruptError(f"{self.label}: a term's offsets or a passage id are out of range (the "
+                                    "shard is damaged); rebuild the index")
+        s, r = out_s[:n], out_r[:n]
+        order = np.lexsort((r, -s))
+        return s[order], r[order] + self.start
+
+
+class ShardedBM25Retriever:
+    """BM25 over a sharded, memory-mapped index: exact top k across shards (see the module docstring).
+
+    Load it with ``load_index(DIR)``; ``n_threads`` > 1 scores that many shards at once (numba releases the
+    GIL). ``passages`` is a memory-mapped :class:`~searchgym.retrieval.store.PassageStore`.
+    """
+
+    kind = "bm25"
+
+    def __init__(self, ctx: LoadContext, *, n_threads: int | None = None) -> None:
+        e = ctx.entry
+        if e.get("engine") != ENGINE or e.get("method") not in METHODS:
+            raise IndexCorruptError(f"{ctx.root / 'manifest.json'}: {NAME} entry is not a {ENGINE} entry")
+        self.tokenizer = Tokenizer.from_config(TokenizerConfig.from_dict(e.get("tokenizer", {})))
+        self.k1, self.b, self.method = float(e["k1"]), float(e["b"]), e["method"]
+        vpath = ctx.path(e["vocab_file"])
+        vocab = json.loads(vpath.read_text(encoding="utf-8"))
+        n_terms = int(e["n_terms"])
+        if not isinstance(vocab, dict) or len(vocab) != n_terms or not all(
+                type(v) is int and 0 <= v < n_terms for v in vocab.values()):
+            raise IndexCorruptError(f"{vpath}: expected {n_terms} terms with ids in 0..{n_terms - 1}")
+        specs = e["shards"]
+        self._shards = [_Shard(ctx.root, i, len(specs), s, n_terms, ctx) for i, s in enumerate(specs)]
+        n = len(ctx.passages)
+        if [s.start for s in self._shards] != list(np.cumsum([0] + [s.n for s in self._shards])[:-1]) \
+                or sum(s.n for s in self._shards) != n:
+            raise IndexCorruptError(f"{ctx.root / 'manifest.json'}: the shards do not cover the {n} passages")
+        self._passages = ctx.passages
+        self._qenc = self.tokenizer.query_encoder(vocab)
+        self._max_shard = max(s.n for s in self._shards)
+        self._local = threading.local()
+        self.n_threads = n_threads if n_threads is not None else 1
+
+    @property
+    def passages(self) -> Sequence[Passage]:
+        return self._passages
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return {"k1": self.k1, "b": self.b, "method": self.method, "tokenizer": self.tokenizer.config.to_dict(),
+                "shards": self.n_shards}
+
+    @property
+    def n_shards(self) -> int:
+        return len(self._shards)
+
+    def __len__(self) -> int:
+        return len(self._passages)
+
+    def __repr__(self) -> str:
+        return f"ShardedBM25Retriever(n={len(self)}, shards={self.n_shards}, method={self.method!r})"
+
+    def _bufs(self) -> dict[str, np.ndarray]:
+        b = getattr(self._local, "bufs", None)
+        if b is None:  # per thread: concurrent searches never share scratch space
+            m = self._max_shard
+            b = {"acc": np.zeros(m, np.float32), "mark": np.zeros(m, np.bool_), "touched": np.zeros(m, np.int64)}
+            self._local.bufs = b
+        return b
+
+    def search(self, query: str, k: int = 3) -> list[Hit]:
+        return self.batch_search([query], k)[0]
+
+    def _shard_results(self, shard: _Shard, encoded: list[np.ndarray], k: int
+                       ) -> list[tuple[np.ndarray, np.ndarray]]:
+        bufs = self._bufs()
+        return [shard.topk(q, k, bufs) if len(q) else (np.empty(0, np.float32), np.empty(0, np.int64))
+                for q in encoded]
+
+    def batch_search(self, queries: Sequence[str], k: int = 3, *, n_threads: int | None = None
+                     ) -> list[list[Hit]]:
+        if isinstance(queries, str):
+            raise TypeError("batch_search takes a list of queries; use search() for one")
+        if k <= 0:
+            return [[] for _ in queries]
+        k = min(int(k), len(self))
+        try:
+            encoded = [np.asarray(self._qenc.ids(q), dtype=np.int64) for q in queries]
+        except (AttributeError, TypeError):
+            bad = next(q for q in queries if not isinstance(q, str))
+            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
+        if not any(len(q) for q in encoded):
+            return [[] for _ in queries]
+        threads = min(self.n_threads if n_threads is None else n_threads, self.n_shards)
+        if threads > 1:
+            with ThreadPoolExecutor(max_workers=threads) as ex:
+                per_shard = list(ex.map(lambda s: self._shard_results(s, encoded, k), self._shards))
+        else:
+            per_shard = [self._shard_results(s, encoded, k) for s in self._shards]
+        out: list[list[Hit]] = []
+        store = self._passages
+        for qi in range(len(encoded)):
+            sc = np.concatenate([r[qi][0] for r in per_shard])
+            rows = np.concatenate([r[qi][1] for r in per_shard])
+            order = np.lexsort((rows, -sc))[:k]
+            hits = []
+            for s, row in zip(sc[order].tolist(), rows[order].tolist()):
+                p = store[row]
+                hits.append(Hit(p.id, s, p))
+            out.append(hits)
+        return out
+
+    def warmup(self) -> None:
+        """Compile (or load from numba's disk cache) the scoring kernel now rather than on the first query."""
+        probe = next(iter(self._qenc._vocab.values()), None)
+        if probe is not None:
+            self._shards[0].topk(np.array([probe], np.int64), 1, self._bufs())
+
+
+def _check_load_options(options: dict[str, Any]) -> None:
+    if options.get("kind") == "rank_bm25" or options.get("backend") == "rank_bm25":
+        raise ConfigError("a sharded index has no rank_bm25 backend; load it with kind='bm25'")
+    if options.get("backend") not in ("auto", "numba", "numpy", None):
+        raise ConfigError(f"unknown BM25 backend {options.get('backend')!r}; choose auto, numba or numpy")
+
+
+def _load_backend(ctx: LoadContext) -> ShardedBM25Retriever:
+    return ShardedBM25Retriever(ctx, n_threads=ctx.options.get("n_threads"))
+
+
+register_backend(NAME, provides="bm25", load=_load_backend, check_options=_check_load_options)
