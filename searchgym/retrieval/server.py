@@ -48,7 +48,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from searchgym.errors import ConfigError, QueryError
+from searchgym.errors import ConfigError, QueryError, RetrieverUnavailableError
 from searchgym.retrieval.base import Hit, Passage, Retriever
 
 log = logging.getLogger(__name__)
@@ -690,6 +690,8 @@ class _RetrieveHandler:
             return e.status, _detail(e.detail), [(b"retry-after", b"1")] if e.status == 503 else []
         except QueryError as e:
             return 422, _detail(str(e)), []
+        except RetrieverUnavailableError as e:  # a router's shard server is down: say which, the client may retry
+            return 503, _detail(str(e)), [(b"retry-after", b"1")]
         finally:
             if isinstance(answer, _Streamed):
                 answer.release_inflight = self._release_inflight  # the sender releases it once sent
