@@ -22,7 +22,7 @@ from searchgym.cli import app
 
 COMMAND = typer.main.get_command(app)
 PYTHON_TYPE = re.compile(r"<(?:bool|str|int|float|path|list\[[^\]]*\]|tuple\[[^\]]*\]|[a-z]+,[a-z,]+)>|"
-                         r"<class '|typing\.|Optional\[", re.I)
+                         r"<class '|typing\.|Optional\[", re.IGNORECASE)
 
 
 def _walk(cmd: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], click.Command]]:

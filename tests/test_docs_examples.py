@@ -82,7 +82,7 @@ def run_page(path: Path, tmp: Path, *, slow: bool) -> int:
         cmd = [sys.executable, script.name] if b.lang == "python" else ["bash", "-euo", "pipefail", script.name]
         try:
             r = subprocess.run(cmd, cwd=tmp, env=_env(tmp), capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S,
-                               stdin=subprocess.DEVNULL)
+                               stdin=subprocess.DEVNULL, check=False)
         except subprocess.TimeoutExpired:
             pytest.fail(f"{b.page}:{b.line}: the {b.lang} block ran over {BLOCK_TIMEOUT_S} s")
         if r.returncode != 0:

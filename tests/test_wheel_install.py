@@ -25,7 +25,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "diversity" / "verl_rollouts"
 
 def _run(cmd: list[str], cwd: Path, env: dict[str, str], timeout: int = 300) -> str:
     r = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, check=False)
     assert r.returncode == 0, f"{' '.join(cmd)} -> {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-5000:]}"
     return r.stdout + r.stderr
 
@@ -71,7 +71,8 @@ def test_wheel_and_sdist_carry_license_changelog_and_py_typed(dist):
 
     assert f"Version: {searchgym.__version__}" in meta and "License-Expression: Apache-2.0" in meta
     sdist = next(dist.glob("searchgym-*.tar.gz"))
-    members = {m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m}
+    with tarfile.open(sdist) as tar:
+        members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
     assert {"LICENSE", "CHANGELOG.md", "README.md", "searchgym/py.typed", "pyproject.toml"} <= members
 
 

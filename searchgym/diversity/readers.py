@@ -146,13 +146,13 @@ class ReadStats:
     queries: int = 0
     malformed: int = 0                 # unparseable search calls
     skipped_lines: int = 0             # records skipped with ``lenient``
-    skipped_reasons: Counter = field(default_factory=Counter)
+    skipped_reasons: Counter[str] = field(default_factory=Counter)
     unexecuted: int = 0                # well-formed calls never answered by an observation (not queries)
     other_calls: int = 0               # tool calls / actions that are not searches (Lookup, browse, …)
     observations: int = 0
     container: str = ""                # jsonl | json-array | json-object | text | mixed
     files: int = 0
-    grammars: Counter = field(default_factory=Counter)  # call grammar -> queries read with it
+    grammars: Counter[str] = field(default_factory=Counter)  # call grammar -> queries read with it
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -1401,7 +1401,7 @@ def _react_log_records(path: str | os.PathLike, *, query_tags: tuple[tuple[str, 
     yield from flush()
 
 
-def detect_format(path: str | os.PathLike, *, text_field: str | None = None,
+def detect_format(path: str | os.PathLike[str], *, text_field: str | None = None,
                   query_tags: tuple[tuple[str, str], ...] | None = None) -> str:
     """Guess the record format of a run (see the module docstring)."""
     p = Path(path)
@@ -1458,7 +1458,7 @@ def _tags(query_tags: Any) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def run_name(path: str | os.PathLike) -> str:
+def run_name(path: str | os.PathLike[str]) -> str:
     """The run's name: the file stem (``run.jsonl`` -> ``run``) or the folder name."""
     p = Path(path)
     name = p.name if p.is_dir() else p.name.split(".")[0]
@@ -1466,7 +1466,7 @@ def run_name(path: str | os.PathLike) -> str:
 
 
 @with_gc_paused
-def read_run(path: str | os.PathLike, fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
+def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
              label: str | None = None, text_field: str | None = None, step_field: str | None = None,
              question_field: str | None = None, reward_field: str | None = None, name: str | None = None,
              success_threshold: float = 1.0) -> Run:
@@ -1579,6 +1579,6 @@ read_react = _reader("react")
 read_react_log = _reader("react-log")
 
 
-def read_generic(path: str | os.PathLike, *, text_field: str, **kw: Any) -> Iterator[Episode]:
+def read_generic(path: str | os.PathLike[str], *, text_field: str, **kw: Any) -> Iterator[Episode]:
     """Episodes of any JSON records whose ``text_field`` holds the queries (a list) or an agent's text."""
     yield from read_run(path, "jsonl", text_field=text_field, **kw).episodes

@@ -36,7 +36,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -456,7 +456,7 @@ class RetrievalApp(FastAPI):
 
     retrieve_handler: _RetrieveHandler
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/retrieve":
             await self._retrieve(scope, receive, send)
         else:
