@@ -4,7 +4,8 @@ Convention (docs/index.md, "About these docs"): the blocks of one page run in or
 directory as the working directory, with this venv's ``bin/`` first on PATH (so ``python`` and ``searchgym``
 are the project's), offline (``HF_HUB_OFFLINE=1``). A block directly preceded by
 ``<!-- docs-test: skip REASON -->`` is not run (only for a GPU or an outside service); one preceded by
-``<!-- docs-test: slow -->`` runs only under ``-m slow``, where the whole page runs again with it. Blocks in
+``<!-- docs-test: slow -->`` runs only under ``-m slow``, in its own case, after the page's fast blocks
+that come before it. Blocks in
 other languages (text, json, console, yaml) are not run.
 """
 
@@ -16,6 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,12 +73,20 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
-def run_page(path: Path, tmp: Path, *, slow: bool) -> int:
-    """Run the page's blocks in order in ``tmp``; return how many ran. A failing block fails with its output."""
+def run_page(path: Path, tmp: Path, *, slow: bool | int) -> int:
+    """Run the page's blocks in order in ``tmp``; return how many ran. A failing block fails with its output.
+
+    ``slow``: False runs no slow block, True every one, a line number only the slow block opening there (with
+    every fast block before it, which may make its inputs).
+    """
     ran = 0
     for n, b in enumerate(extract_blocks(path)):
-        if b.lang not in RUN_LANGS or b.mark == "skip" or (b.mark == "slow" and not slow):
+        if b.lang not in RUN_LANGS or b.mark == "skip":
             continue
+        if b.mark == "slow" and not (slow is True or (slow is not False and b.line == slow)):
+            continue
+        if slow not in (True, False) and b.line > slow:
+            break
         script = tmp / f".block{n:02d}_line{b.line}.{RUN_LANGS[b.lang]}"
         script.write_text(b.code, encoding="utf-8")
         cmd = [sys.executable, script.name] if b.lang == "python" else ["bash", "-euo", "pipefail", script.name]
@@ -92,8 +102,15 @@ def run_page(path: Path, tmp: Path, *, slow: bool) -> int:
     return ran
 
 
-def _has_slow(path: Path) -> bool:
-    return any(b.mark == "slow" and b.lang in RUN_LANGS for b in extract_blocks(path))
+def _slow_blocks() -> list[Any]:
+    """One case per slow block, named page-line-first words (e.g. ``README.md-63-searchgym-squeeze``)."""
+    cases = []
+    for page in PAGES:
+        for b in extract_blocks(page):
+            if b.mark == "slow" and b.lang in RUN_LANGS:
+                words = re.findall(r"[A-Za-z][\w-]*", b.code.split("\n", 1)[0])[:3]
+                cases.append(pytest.param(page, b.line, id="-".join([page.name, str(b.line), *words])))
+    return cases
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -102,9 +119,10 @@ def test_page_examples_run(page, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in PAGES if _has_slow(p)], ids=lambda p: p.name)
-def test_page_examples_run_with_slow_blocks(page, tmp_path):
-    assert run_page(page, tmp_path, slow=True) > 0
+@pytest.mark.parametrize("page,line", _slow_blocks())
+def test_slow_block_runs(page, line, tmp_path):
+    """A slow block, after the fast blocks of its page that come before it."""
+    assert run_page(page, tmp_path, slow=line) > 0
 
 
 def test_markers_are_well_formed_and_every_skip_says_why():
