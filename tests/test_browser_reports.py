@@ -42,10 +42,12 @@ def _chromium() -> str:
 class Browser:
     """One headless Chromium with a fresh profile, and one DevTools websocket session on its first page."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self) -> None:
+        import tempfile
+
         from websockets.sync.client import connect
 
-        self.profile = tmp / "chromium-profile"
+        self.profile = Path(tempfile.mkdtemp(prefix="searchgym-chromium-"))  # a fresh profile, removed on close
         self.proc = subprocess.Popen([_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         port_file = self.profile / "DevToolsActivePort"
@@ -132,12 +134,13 @@ class Browser:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
+        shutil.rmtree(self.profile, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser():
     pytest.importorskip("websockets")
-    b = Browser(tmp_path_factory.mktemp("browser"))
+    b = Browser()
     yield b
     b.close()
 
