@@ -4,7 +4,8 @@ The registered entry points are the small factories below rather than the classe
 ``gym.make`` can refuse one easy mistake before anything is built: a corpus of your own (``corpus=``, or
 a server or Retriever object as ``retriever=``) with no ``dataset=``. Without the check, the env would
 pose the embedded world's questions against your passages: episodes that look fine and mean nothing.
-Asking the world's questions on purpose stays possible: name a world split, e.g. ``dataset="train"``.
+Asking the world's questions on purpose stays possible: name a world split, ``dataset="train"`` or
+``split="dev"`` (e.g. a retrieval server that serves the world's index).
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def check_dataset_given(kwargs: dict[str, Any]) -> None:
     A user corpus is ``corpus=`` (a file or an index directory) or a ``retriever=`` that is not one of
     the built-in names (an ``http://`` server or a Retriever object): none of them knows the questions.
     """
-    if kwargs.get("dataset") is not None:
-        return
+    if kwargs.get("dataset") is not None or kwargs.get("split") is not None:
+        return  # the questions are named: a QA file, or a world split chosen on purpose
     retriever = kwargs.get("retriever")
     own_retriever = retriever is not None and not (isinstance(retriever, str) and retriever in _RETRIEVER_NAMES)
     if kwargs.get("corpus") is None and not own_retriever:
@@ -45,7 +46,8 @@ def check_dataset_given(kwargs: dict[str, Any]) -> None:
     raise ConfigError(
         f"{what} was given without dataset=: the env would ask the embedded world's questions against your "
         "passages. Pass dataset=QA_FILE (jsonl/parquet/json with your questions and answers; see `searchgym "
-        "data info FILE`), or dataset='train' (or another world split) to ask the world's questions on purpose.")
+        "data info FILE`), or name a world split (dataset='train', split='dev') to ask the world's questions on "
+        "purpose.")
 
 
 def make_search_env(**kwargs: Any) -> SearchEnv:
