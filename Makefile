@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo squeeze test test-slow test-integrations bench lint clean venv
+.PHONY: demo squeeze test test-slow test-integrations bench lint typecheck docs dist clean venv
 
 venv: $(STAMP)
 
@@ -68,5 +68,27 @@ bench: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check searchgym scripts tests
 
+# mypy --strict on the public names of searchgym.envs, .retrieval and .diversity: stubgen writes their public
+# signatures (no private names, no bodies) and mypy checks the stubs; config in pyproject.toml [tool.mypy].
+TYPECHECK_DIR := build/typecheck
+typecheck: $(STAMP)
+	rm -rf $(TYPECHECK_DIR)
+	$(VENV)/bin/stubgen searchgym -o $(TYPECHECK_DIR) -q --no-import
+	cd $(TYPECHECK_DIR) && $(abspath $(VENV))/bin/mypy --config-file $(CURDIR)/pyproject.toml \
+		--cache-dir $(CURDIR)/build/.mypy_cache searchgym/envs searchgym/retrieval searchgym/diversity
+
+# The documentation site (MkDocs Material + mkdocstrings) into site/; --strict: every warning is an error.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP)
+	$(PIP) install -q -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+# Wheel and sdist into dist/ (tests/test_wheel_install.py installs the wheel into a fresh venv).
+dist: $(STAMP)
+	$(PY) -m build --no-isolation --outdir dist .
+
 clean:
-	rm -rf $(VENV) $(VERL_VENV) build *.egg-info
+	rm -rf $(VENV) $(VERL_VENV) build dist site *.egg-info

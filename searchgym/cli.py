@@ -9,8 +9,85 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any, get_args, get_origin
 
 import typer
+import typer.core
+import typer.rich_utils
+
+# -- help rendering ---------------------------------------------------------------------------------------
+# Typer >= 0.20 shows an option's Python type in angle brackets (`<bool>` even for --help, `<list[Path]>`,
+# `<str,str>...`). searchgym's help uses the conventional metavars instead: PATH, TEXT, INTEGER, FLOAT,
+# [a|b|c], a tuple as `TEXT TEXT`, and nothing at all for a flag. Arguments show in upper case (CORPUS...).
+_METAVARS = {str: "TEXT", int: "INTEGER", float: "FLOAT", Path: "PATH", bool: "BOOLEAN", datetime: "DATETIME"}
+
+
+def _metavar_of(annotation: Any) -> str:
+    if get_origin(annotation) in (list, tuple, set):
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        return _metavar_of(args[0]) if args else "TEXT"
+    if isinstance(annotation, type) and issubclass(annotation, Enum):
+        return "[" + "|".join(str(m.value) for m in annotation) + "]"
+    if isinstance(annotation, type) and issubclass(annotation, os.PathLike):
+        return "PATH"
+    return _METAVARS.get(annotation, "TEXT")
+
+
+def conventional_metavar(param: Any, ctx: Any = None) -> str | None:
+    """The metavar searchgym's help shows for a Typer parameter (None for a flag: no value to type)."""
+    if getattr(param, "is_bool_flag", False) or getattr(param, "is_flag", False):
+        return None
+    desc = param.type_descriptor
+    if desc.is_choice and desc.choices is not None:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in desc.choices) + "]"
+    if desc.is_tuple:
+        return " ".join(_metavar_of(a) for a in get_args(desc.annotation) if a is not Ellipsis)
+    if desc.is_path:
+        return "PATH"
+    label = _metavar_of(desc.annotation)
+    return f"{label} RANGE" if desc.is_ranged else label
+
+
+def _display_type(self: Any, ctx: Any) -> str | None:
+    return conventional_metavar(self)
+
+
+def _argument_display_name(self: Any) -> str:
+    return str(self.metavar or (self.name or "").upper())
+
+
+def _argument_name(self: Any) -> str:
+    return _argument_display_name(self) + ("..." if self.nargs != 1 else "")
+
+
+def _argument_usage(self: Any) -> str:
+    name = _argument_display_name(self)
+    name = name if self.required else f"[{name}]"
+    return name + ("..." if self.nargs != 1 else "")
+
+
+def _argument_type(self: Any, ctx: Any) -> str | None:
+    return None  # the upper-case name is the metavar already (click's convention)
+
+
+def _install_help_rendering() -> None:
+    core: Any = typer.core
+    core._TyperParameter.display_type = _display_type
+    core.TyperArgument.display_name_raw = property(_argument_display_name)
+    core.TyperArgument._rich_display_name = _argument_name
+    core.TyperArgument._usage_display_name = _argument_usage
+    core.TyperArgument.display_type_rich = _argument_type
+    # Rich wraps help at 80 columns when stdout is not a terminal; use a wider page there (TERMINAL_WIDTH wins).
+    if not os.environ.get("TERMINAL_WIDTH") and not sys.stdout.isatty():
+        typer.rich_utils.MAX_WIDTH = 120  # type: ignore[attr-defined]
+
+
+_install_help_rendering()
 
 app = typer.Typer(
     name="searchgym",

@@ -1,7 +1,7 @@
-"""Every command of the README's command table, run for real on the embedded world.
+"""Every command of the command table (docs/getting-started.md), run for real on the embedded world.
 
 In-process commands go through Typer's CliRunner; the servers (``serve``, ``serve-openenv``) run as real
-subprocesses on 127.0.0.1 with a free port and are stopped. ``SMOKE`` must cover every row of the README's
+subprocesses on 127.0.0.1 with a free port and are stopped. ``SMOKE`` must cover every row of the docs'
 command table (a new row without a smoke run fails ``test_readme_commands_are_all_smoke_tested``).
 """
 
@@ -247,6 +247,12 @@ def smoke_serve_openenv(ws):
     _serve(["serve-openenv"], probe)
 
 
+def smoke_tiny_model(ws):
+    pytest.importorskip("transformers")
+    _cli("tiny-model", "--out", ws.root / "tiny")
+    assert (ws.root / "tiny" / "config.json").exists() and (ws.root / "tiny" / "tokenizer_config.json").exists()
+
+
 def smoke_make_test_integrations(ws):
     # The target builds a second venv and runs the trainers (minutes): check that make resolves it.
     if shutil.which("make") is None:
@@ -275,13 +281,14 @@ SMOKE: dict[str, Callable[[Workspace], None]] = {
     "sft": smoke_sft,
     "rl": smoke_rl,
     "serve-openenv": smoke_serve_openenv,
+    "tiny-model": smoke_tiny_model,
     "make test-integrations": smoke_make_test_integrations,
 }
 SLOW = {"serve", "serve-openenv", "sft", "rl"}  # a subprocess start or a model: seconds each
 
 
-def readme_commands(readme: Path = ROOT / "README.md") -> list[str]:
-    """The commands of the README's command table: ``searchgym index build CORPUS ...`` -> ``index build``."""
+def readme_commands(readme: Path = ROOT / "docs" / "getting-started.md") -> list[str]:
+    """The commands of the command table (docs/getting-started.md, moved there from the README): ``searchgym index build CORPUS ...`` -> ``index build``."""
     text = readme.read_text(encoding="utf-8")
     m = re.search(r"^## Command line", text, re.MULTILINE)
     if m is None:

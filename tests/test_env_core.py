@@ -27,7 +27,7 @@ def _gold_answer_episode(env, seed=0):
 def test_registered_ids_and_make_without_args():
     for env_id in searchgym.envs.ENV_IDS:
         assert env_id in gym.registry
-        assert gym.registry[env_id].vector_entry_point == "searchgym.envs.vector:SearchVectorEnv"
+        assert gym.registry[env_id].vector_entry_point == "searchgym.envs.registration:make_search_vector_env"
     e = gym.make("searchgym:searchgym/SearchQA-v0")
     assert isinstance(e.unwrapped, SearchEnv)
     assert (e.unwrapped.top_k, e.unwrapped.max_turns) == (3, 4)

@@ -102,7 +102,7 @@ def _counts(x: Any) -> list[float]:
     return sorted((float(v) for v in vals if v > 0), reverse=True)
 
 
-def counts_of(items: Iterable[Hashable]) -> Counter:
+def counts_of(items: Iterable[Hashable]) -> Counter[Hashable]:
     return Counter(items)
 
 
@@ -464,7 +464,7 @@ def new_document_yield(doc_ids_per_step: Sequence[Sequence[str]]) -> float:
 # sampling: rarefaction, bootstrap, within vs across question
 
 
-def rarefy(items: Sequence[Any], n: int, rng: random.Random | np.random.Generator | int | None = None) -> list:
+def rarefy(items: Sequence[Any], n: int, rng: random.Random | np.random.Generator | int | None = None) -> list[Any]:
     """A subsample of exactly ``n`` items drawn without replacement (rarefaction to equal sample size)."""
     items = list(items)
     if n > len(items):
@@ -476,7 +476,7 @@ def rarefy(items: Sequence[Any], n: int, rng: random.Random | np.random.Generato
     return r.sample(items, n)
 
 
-def rarefied(fn: Callable[[list], float], items: Sequence[Any], n: int, *, draws: int = 20,
+def rarefied(fn: Callable[[list[Any]], float], items: Sequence[Any], n: int, *, draws: int = 20,
              seed: int = 0) -> float:
     """Mean of ``fn`` over ``draws`` rarefied subsamples of size ``n`` (exact when len(items) == n)."""
     items = list(items)
@@ -493,7 +493,7 @@ class CI(NamedTuple):
     high: float
 
 
-def bootstrap_ci(fn: Callable[[list], float], items: Sequence[Any], n_boot: int = 1000, alpha: float = 0.05,
+def bootstrap_ci(fn: Callable[[list[Any]], float], items: Sequence[Any], n_boot: int = 1000, alpha: float = 0.05,
                  seed: int = 0, method: str = "percentile") -> CI:
     """Bootstrap CI of ``fn(items)``: resample items with replacement ``n_boot`` times.
 
@@ -549,7 +549,7 @@ def within_entropy(groups: Mapping[Hashable, Sequence[Hashable]], *, min_group: 
     return float(np.mean(per)) if per else float("nan")
 
 
-def within_across(groups: Mapping[Hashable, Sequence[Any]], fn: Callable[[list], float], *,
+def within_across(groups: Mapping[Hashable, Sequence[Any]], fn: Callable[[list[Any]], float], *,
                   min_group: int = 2) -> dict[str, float]:
     """Within-question vs across-question values of a set metric ``fn``.
 

@@ -363,7 +363,7 @@ def _unique_labels(runs: list[Run]) -> None:
             r.name = new
 
 
-def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike], out_dir: str | os.PathLike, *,
+def analyze_runs(runs_or_paths: Sequence[Run | str | os.PathLike[str]], out_dir: str | os.PathLike[str], *,
                  fmt: str = "auto", labels: Sequence[str | None] | None = None, text_field: str | None = None,
                  step_field: str | None = None, question_field: str | None = None,
                  reward_field: str | None = None, levels: Sequence[str] = TEXT_LEVELS, titles: Iterable[str] = (),

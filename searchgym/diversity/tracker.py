@@ -122,7 +122,7 @@ class DiversityTracker:
     """
 
     def __init__(self, levels: Sequence[str] = ("string", "slot", "content", "pos"), *,
-                 log_dir: str | os.PathLike | None = None, titles: Iterable[str] = (),
+                 log_dir: str | os.PathLike[str] | None = None, titles: Iterable[str] = (),
                  entity_types: Mapping[str, str] | None = None, alarm_fraction: float = 0.5,
                  alarm_level: str | None = None, baseline_updates: int = 1, embedder: Any = None,
                  semantic_threshold: float = 0.25, tensorboard: bool = True, rarefy_n: int | None = None,
@@ -161,8 +161,8 @@ class DiversityTracker:
             self.clusterer = SemanticClusterer(embedder, threshold=semantic_threshold)
         self.history: list[dict[str, float]] = []
         self.alarms: list[dict[str, Any]] = []
-        self.cumulative: dict[str, Counter] = {lv: Counter() for lv in levels}
-        self.cumulative_moves: Counter = Counter()
+        self.cumulative: dict[str, Counter[str]] = {lv: Counter() for lv in levels}
+        self.cumulative_moves: Counter[str] = Counter()
         self.log_dir = Path(log_dir) if log_dir is not None else None
         self._fh = None
         self._tb = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -148,7 +148,7 @@ class SearchEnv(gym.Env[str, Any]):
     1
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata: dict[str, Any] = {"render_modes": ["ansi"], "render_fps": 4}  # noqa: RUF012 - as gymnasium.Env
 
     def __init__(
         self,
@@ -249,7 +249,7 @@ class SearchEnv(gym.Env[str, Any]):
         self._cursor += 1
         return i, self.examples[i]
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None:
             self._order = None
@@ -315,7 +315,7 @@ class SearchEnv(gym.Env[str, Any]):
         hits = self.search(p.queries) if p.kind == SEARCH else None
         return self.finish(p, hits)
 
-    def finish(self, p: ParsedAction, hits: list[list[Any]] | str | None) -> tuple[str, float, bool, bool, dict]:
+    def finish(self, p: ParsedAction, hits: list[list[Any]] | str | None) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Apply a planned action and its retrieval results: the second half of ``step``."""
         self._t += 1
         if isinstance(hits, str):  # the retriever refused the query

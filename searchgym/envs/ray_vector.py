@@ -43,20 +43,20 @@ class _Worker:
     def ready(self) -> Exception | None:
         return self.error
 
-    def reset(self, seeds: list[int | None], options: dict[str, Any] | None):
+    def reset(self, seeds: list[int | None], options: dict[str, Any] | None) -> Any:
         return self.vec.reset_lists(seed=seeds, options=options)
 
-    def step(self, actions: list[Any]):
+    def step(self, actions: list[Any]) -> Any:
         obs, rewards, terms, truncs, infos = self.vec.step_lists(actions)
         return obs, rewards, terms, truncs, infos, self.vec.pop_finished_trajectories()
 
     def set_agent(self, agent: str | None, policy_step: int | None) -> None:
         self.vec.set_agent(agent, policy_step)
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> tuple:
+    def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         return self.vec.call(name, *args, **kwargs)
 
-    def get_attr(self, name: str) -> tuple:
+    def get_attr(self, name: str) -> tuple[Any, ...]:
         return self.vec.get_attr(name)
 
 
@@ -161,7 +161,7 @@ class RayVectorEnv(VectorEnv):
             infos.extend(inf)
         return tuple(obs), stack_infos(infos, self.num_envs)
 
-    def step(self, actions: Sequence[Any]):
+    def step(self, actions: Sequence[Any]) -> Any:
         if len(actions) != self.num_envs:
             raise ConfigError(f"step got {len(actions)} actions for {self.num_envs} environments")
         futures = [w.step.remote(chunk) for w, chunk in zip(self._workers, self._split(actions))]

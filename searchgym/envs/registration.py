@@ -1,6 +1,20 @@
-"""Registers searchgym's environments with Gymnasium (called by ``import searchgym``)."""
+"""Registers searchgym's environments with Gymnasium (called by ``import searchgym``).
+
+The registered entry points are the small factories below rather than the classes themselves, so that
+``gym.make`` can refuse one easy mistake before anything is built: a corpus of your own (``corpus=``, or
+a server or Retriever object as ``retriever=``) with no ``dataset=``. Without the check, the env would
+pose the embedded world's questions against your passages: episodes that look fine and mean nothing.
+Asking the world's questions on purpose stays possible: name a world split, ``dataset="train"`` or
+``split="dev"`` (e.g. a retrieval server that serves the world's index).
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from searchgym.envs.env import SearchEnv
+    from searchgym.envs.vector import SearchVectorEnv
 
 ENV_IDS = ("searchgym/SearchQA-v0", "searchgym/SearchQA-Dense-v0", "searchgym/SearchQA-Hybrid-v0")
 
@@ -9,6 +23,47 @@ _SPECS = {
     "searchgym/SearchQA-Dense-v0": {"retriever": "dense"},
     "searchgym/SearchQA-Hybrid-v0": {"retriever": "hybrid"},
 }
+_RETRIEVER_NAMES = ("bm25", "dense", "hybrid")
+DEFAULT_TOP_K = 3       # passages per search of every registered id
+DEFAULT_MAX_TURNS = 4   # searches per episode of every registered id
+
+
+def check_dataset_given(kwargs: dict[str, Any]) -> None:
+    """Raise :class:`~searchgym.errors.ConfigError` when a user corpus or retriever comes without ``dataset=``.
+
+    A user corpus is ``corpus=`` (a file or an index directory) or a ``retriever=`` that is not one of
+    the built-in names (an ``http://`` server or a Retriever object): none of them knows the questions.
+    """
+    if kwargs.get("dataset") is not None or kwargs.get("split") is not None:
+        return  # the questions are named: a QA file, or a world split chosen on purpose
+    retriever = kwargs.get("retriever")
+    own_retriever = retriever is not None and not (isinstance(retriever, str) and retriever in _RETRIEVER_NAMES)
+    if kwargs.get("corpus") is None and not own_retriever:
+        return
+    from searchgym.errors import ConfigError
+
+    what = f"corpus={kwargs['corpus']!r}" if kwargs.get("corpus") is not None else f"retriever={retriever!r}"
+    raise ConfigError(
+        f"{what} was given without dataset=: the env would ask the embedded world's questions against your "
+        "passages. Pass dataset=QA_FILE (jsonl/parquet/json with your questions and answers; see `searchgym "
+        "data info FILE`), or name a world split (dataset='train', split='dev') to ask the world's questions on "
+        "purpose.")
+
+
+def make_search_env(**kwargs: Any) -> SearchEnv:
+    """``gym.make``'s entry point: :class:`~searchgym.envs.SearchEnv` after :func:`check_dataset_given`."""
+    check_dataset_given(kwargs)
+    from searchgym.envs.env import SearchEnv
+
+    return SearchEnv(**kwargs)
+
+
+def make_search_vector_env(num_envs: int = 1, **kwargs: Any) -> SearchVectorEnv:
+    """``gym.make_vec``'s entry point: :class:`~searchgym.envs.SearchVectorEnv` after the same check."""
+    check_dataset_given(kwargs)
+    from searchgym.envs.vector import SearchVectorEnv
+
+    return SearchVectorEnv(num_envs, **kwargs)
 
 
 def register_envs() -> None:
@@ -20,8 +75,8 @@ def register_envs() -> None:
             continue
         register(
             id=env_id,
-            entry_point="searchgym.envs.env:SearchEnv",
-            vector_entry_point="searchgym.envs.vector:SearchVectorEnv",
-            kwargs=dict(kwargs, top_k=3, max_turns=4),
+            entry_point="searchgym.envs.registration:make_search_env",
+            vector_entry_point="searchgym.envs.registration:make_search_vector_env",
+            kwargs=dict(kwargs, top_k=DEFAULT_TOP_K, max_turns=DEFAULT_MAX_TURNS),
             nondeterministic=False,
         )

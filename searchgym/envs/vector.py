@@ -129,7 +129,7 @@ def batchable(env: Any) -> bool:
     return isinstance(env, SearchEnv) and type(env).step is SearchEnv.step
 
 
-def step_batched(envs: Sequence[SearchEnv], actions: Sequence[Any]) -> list[tuple[str, float, bool, bool, dict]]:
+def step_batched(envs: Sequence[SearchEnv], actions: Sequence[Any]) -> list[tuple[str, float, bool, bool, dict[str, Any]]]:
     """``[env.step(a) for env, a in zip(envs, actions)]`` with the retrieval batched: the envs that share a
     retriever (and ``top_k``) send all their queries of this step in one ``batch_search``
     (:func:`search_plans`). Every env must be :func:`batchable`; the results equal the per-env steps'.

@@ -56,7 +56,7 @@ class RecordTrajectory(gym.Wrapper):
     ``searchgym.trajectory.load_trajectories(path)``. ``wrapper.last_trajectory`` holds the latest one.
     """
 
-    def __init__(self, env: gym.Env, path_or_writer: str | os.PathLike | TrajectoryWriter, *,
+    def __init__(self, env: gym.Env, path_or_writer: str | os.PathLike[str] | TrajectoryWriter, *,
                  agent: str | None = None, policy_step: int | None = None, mode: str = "w"):
         super().__init__(env)
         if isinstance(path_or_writer, TrajectoryWriter):
@@ -72,12 +72,12 @@ class RecordTrajectory(gym.Wrapper):
     def set_labels(self, agent: str | None = None, policy_step: int | None = None) -> None:
         self.agent, self.policy_step = agent, policy_step
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> Any:
         obs, info = self.env.reset(seed=seed, options=options)
         self._reset_info, self._transitions, self._seed = dict(info), [], seed
         return obs, info
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._transitions.append((action, float(reward), info))
         if terminated or truncated:

@@ -1,13 +1,17 @@
-"""``searchgym serve-openenv``: serve the environment over OpenEnv's HTTP/WebSocket protocol."""
+"""``searchgym serve-openenv`` (the environment over OpenEnv's HTTP/WebSocket protocol) and
+``searchgym tiny-model`` (the offline model of the trainer examples)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
+    _register_tiny_model(app)
+
     @app.command("serve-openenv")
     def serve_openenv_cmd(
         host: Annotated[str, typer.Option("--host", help="Interface to bind (loopback by default; 0.0.0.0 "
@@ -47,3 +51,30 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         except SearchGymError as exc:
             console.print(f"[red]error:[/] {exc}")
             raise typer.Exit(2) from None
+
+
+def _register_tiny_model(app: typer.Typer) -> None:
+    @app.command("tiny-model")
+    def tiny_model_cmd(
+        out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the model and tokenizer to.")],
+        seed: Annotated[int, typer.Option("--seed", help="Seed of the random initialisation.")] = 0,
+    ) -> None:
+        """Write a tiny random Qwen2 chat model (no download): the offline model of the TRL example.
+
+        It calls the env's tools but learns nothing useful; use a real model, e.g.
+        Qwen/Qwen2.5-0.5B-Instruct, to train.
+        """
+        from rich.console import Console
+
+        console = Console(stderr=True)
+        try:
+            from searchgym.integrations.tiny_model import build_tiny_chat_model
+
+            path = build_tiny_chat_model(out, seed=seed)
+        except ImportError as exc:
+            console.print(f"[red]error:[/] {exc}; install the training extra: pip install 'searchgym[train]'")
+            raise typer.Exit(2) from None
+        except OSError as exc:
+            console.print(f"[red]error:[/] cannot write {out}: {exc.strerror or exc}")
+            raise typer.Exit(2) from None
+        console.print(f"tiny chat model written to {path}")

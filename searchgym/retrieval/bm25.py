@@ -79,7 +79,7 @@ def resolve_backend(backend: str) -> str:
 class _Bm25sEngine:
     """Scores term-id queries with a bm25s index; returns (scores, indices) arrays of shape (n, k)."""
 
-    def __init__(self, bm, backend: str):
+    def __init__(self, bm: Any, backend: str) -> None:
         self.bm = bm
         self.backend = backend
         s = bm.scores
@@ -148,7 +148,7 @@ class _RankBM25Engine:
             self.bm = rank_bm25.BM25Plus(corpus_tokens, k1=k1, b=b)
         self.num_docs = len(corpus_tokens)
 
-    def topk(self, token_lists: list[list[str]], k: int, n_threads: int):
+    def topk(self, token_lists: list[list[str]], k: int, n_threads: int) -> Any:
         out_s, out_i = [], []
         for toks in token_lists:
             scores = np.asarray(self.bm.get_scores(toks), dtype=np.float64)

@@ -6,6 +6,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from searchgym.retrieval.base import Hit, Retriever
 
@@ -53,13 +54,13 @@ class CachedRetriever:
         self._hits = self._misses = self._evictions = 0
 
     @property
-    def passages(self):
+    def passages(self) -> Any:
         return self.retriever.passages  # type: ignore[attr-defined]
 
     def __len__(self) -> int:
         return len(self.retriever)  # type: ignore[arg-type]
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name == "retriever":  # not yet set (e.g. during unpickling)
             raise AttributeError(name)
         return getattr(self.retriever, name)

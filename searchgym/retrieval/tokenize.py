@@ -138,7 +138,7 @@ class Tokenizer:
     def tokenize_many(self, texts: Iterable[str]) -> list[list[str]]:
         return [self.tokenize(t) for t in texts]
 
-    def corpus_ids(self, texts: Iterable[str], *, show_progress: bool = False) -> tuple[list[list[int]], dict]:
+    def corpus_ids(self, texts: Iterable[str], *, show_progress: bool = False) -> tuple[list[list[int]], dict[str, int]]:
         """Tokenise a corpus into term ids plus the vocabulary (term -> id), via ``bm25s.tokenize``."""
         import bm25s
 
