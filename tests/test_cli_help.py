@@ -112,10 +112,6 @@ CODE_DEFAULTS: dict[tuple[str, str], Callable[[], Any]] = {
 STATED = re.compile(r"\(default:? (\d+(?:\.\d+)?)[;,)]")
 
 
-# Known drift being fixed on another branch (issue 22: the squeeze helper rewrites this help text).
-KNOWN_DRIFT = {("squeeze", "seeds", "2")}
-
-
 def _stated_defaults() -> list[Any]:
     rows = []
     for path, cmd in COMMANDS:
@@ -123,9 +119,7 @@ def _stated_defaults() -> list[Any]:
             m = STATED.search(getattr(p, "help", None) or "")
             if m:
                 row = (" ".join(path), p.name, m.group(1), p.default)
-                marks = [pytest.mark.xfail(reason="squeeze --help still says 2 seeds", strict=False)] \
-                    if row[:3] in KNOWN_DRIFT else []
-                rows.append(pytest.param(*row, marks=marks))
+                rows.append(pytest.param(*row))
     return rows
 
 

@@ -426,7 +426,7 @@ class _Groups:
     all_by_q: dict[Any, list[int]]
     first_by_q: dict[Any, list[int]]
     firsts: list[int]
-    multi: frozenset = frozenset()  # groups with queries from >= 2 episodes (the only ones MI may use)
+    multi: frozenset[Any] = frozenset()  # groups with queries from >= 2 episodes (the only ones MI may use)
 
 
 _NO_MI = {"mi": float("nan"), "mi_plugin": float("nan"), "mi_shuffle": float("nan"), "k": 0.0,

@@ -38,6 +38,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
+from typing import Any
 
 from searchgym.errors import ConfigError
 
@@ -429,12 +430,12 @@ class Templater:
         """(token, pos) pairs of the slot template; slot tokens are '<TYPE>' with pos PROPN/NUM."""
         return self._entry(query, question, retrieved_titles)[0]
 
-    def _entry(self, query: str, question: str | None, retrieved_titles: Iterable[str]) -> list:
+    def _entry(self, query: str, question: str | None, retrieved_titles: Iterable[str]) -> list[Any]:
         """Memo entry ``[slot pairs, slot string, content string, pos string]`` (strings filled lazily)."""
         rt = retrieved_titles if type(retrieved_titles) is tuple else tuple(retrieved_titles or ())
         return self.entry_in(query, question, self._titles_index(rt))
 
-    def entry_in(self, query: str, question: str | None, titles_ctx: _SpanIndex | None) -> list:
+    def entry_in(self, query: str, question: str | None, titles_ctx: _SpanIndex | None) -> list[Any]:
         """``_entry`` with the retrieved titles given as a titles context (see ``titles_context``)."""
         sig: tuple[tuple[str, str], ...] | None = ()
         if titles_ctx is not None and titles_ctx.full:

@@ -338,7 +338,7 @@ def _is_turn(m: Any) -> bool:
                                     or ("from" in m and "value" in m))
 
 
-def find_turns(obj: dict) -> tuple[str | None, Any]:
+def find_turns(obj: dict[str, Any]) -> tuple[str | None, Any]:
     """(key, list) of a record's chat transcript: a known key (``messages``, ``conversations``…), else any
     field holding a list of role/content (or ShareGPT from/value) turns, whatever its name."""
     k, msgs = _lookup(obj, MESSAGE_KEYS)
