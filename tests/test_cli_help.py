@@ -49,7 +49,7 @@ def test_help_shows_conventional_metavars_and_no_python_types(path):
         if isinstance(p, click.Argument):
             assert p.human_readable_name.upper() in out  # arguments in upper case, as click shows them
     if path == ("index", "build"):
-        assert re.search(r"--out\s+-o\s+PATH", out) and re.search(r"--overwrite\s+Replace", out)
+        assert re.search(r"--out\s+-o\s+(PATH|DIR)", out) and re.search(r"--overwrite\s+Replace", out)
 
 
 def test_long_help_lines_are_not_wrapped_at_80_columns_when_piped():
@@ -63,7 +63,7 @@ def test_long_help_lines_are_not_wrapped_at_80_columns_when_piped():
 
 # Where the code keeps the default an option's help states in prose ((command, option) -> getter).
 def _squeeze_cfg() -> Any:
-    from searchgym.train.squeeze_config import SqueezeConfig
+    from searchgym.experiments.squeeze.config import SqueezeConfig
 
     return SqueezeConfig()
 
