@@ -207,10 +207,7 @@ def test_report_images_load_and_console_is_clean(page, request):
     assert got["layout"]["heads"], f"{page}: the report has no headings"
 
 
-# The report generators belong to other parts (searchgym.diversity.report, the squeeze report); until they put the
-# verdict first, then the plots, then the tables, with a table of contents, this records what the browser sees.
-@pytest.mark.xfail(reason="issue 22 item 6: report layout (verdict, plots, tables, TOC) is the report "
-                          "generators' change", strict=False)
+# Readable at a glance: a table of contents, the verdict first, then the plots, then the tables.
 @pytest.mark.parametrize("page", ["analyze_page", "squeeze_page"])
 def test_report_reads_at_a_glance(page, request):
     lay = request.getfixturevalue(page)["layout"]

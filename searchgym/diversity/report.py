@@ -591,7 +591,15 @@ def _definitions(summary: dict[str, Any]) -> list[tuple[str, str]]:
     return list((summary.get("meta", {}).get("definitions") or DEFINITIONS).items())
 
 
+def _plots_md(images: dict[str, str]) -> list[str]:
+    lines = ["## Plots", ""] if images else []
+    for title, fname in images.items():
+        lines += [f"### {title}", "", f"![{title}]({fname})", ""]
+    return lines
+
+
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
+    """The report as Markdown: the verdict first, then the plots, then every table in an appendix."""
     lines = ["# Query-diversity report", "", "## Verdict", ""]
     lines += [f"- {v}" for v in summary.get("verdict") or []]
     lines.append("")
@@ -599,7 +607,9 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
         lines.append(f"- **unreadable**: `{u['path']}`: {u['reason']}")
     if summary.get("unreadable"):
         lines.append("")
-    lines += [_verdict_help(), "", "## Appendix: all figures", ""]
+    lines += [_verdict_help(), ""]
+    lines += _plots_md(images)
+    lines += ["## Appendix: all figures", ""]
     for para in _intro(summary):
         lines += [para, ""]
     lines += ["## Definitions", ""]
@@ -612,41 +622,48 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
         lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows]
         lines.append("")
-    if images:
-        lines += ["## Plots", ""]
-        for title, fname in images.items():
-            lines += [f"### {title}", "", f"![{title}]({fname})", ""]
     return "\n".join(lines)
 
 
+def _h2(title: str, anchor: str, toc: list[tuple[str, str]]) -> str:
+    toc.append((anchor, title))
+    return f"<h2 id='{anchor}'>{html.escape(title)}</h2>"
+
+
 def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> str:
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>Query-diversity report</title>",
-             ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
-             "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
-             "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}</style>"
-              "</head><body>"),
-             "<h1>Query-diversity report</h1>", "<h2>Verdict</h2><ul>"]
-    parts += [f"<li>{html.escape(v)}</li>" for v in summary.get("verdict") or []]
-    parts += [f"<li><b>unreadable</b>: {html.escape(u['path'])}: {html.escape(u['reason'])}</li>"
-              for u in summary.get("unreadable") or []]
-    parts += ["</ul>", f"<p class='note'>{html.escape(_verdict_help())}</p>", "<h2>Appendix: all figures</h2>"]
-    parts += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
-    parts.append("<h2>Definitions</h2><ul>" + "".join(
-        f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")
-    for title, note, header, rows in _tables(summary):
-        parts.append(f"<h2>{html.escape(title.replace('`', ''))}</h2>")
-        if note:
-            parts.append(f"<p class='note'>{html.escape(note)}</p>")
-        parts.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
-        for row in rows:
-            parts.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
-        parts.append("</table>")
-    for title, fname in images.items():
+    """The report as one self-contained HTML page (images inlined): a table of contents, the verdict, the plots,
+    then every table in an appendix."""
+    toc: list[tuple[str, str]] = []
+    body = [_h2("Verdict", "verdict", toc), "<ul>"]
+    body += [f"<li>{html.escape(v)}</li>" for v in summary.get("verdict") or []]
+    body += [f"<li><b>unreadable</b>: {html.escape(u['path'])}: {html.escape(u['reason'])}</li>"
+             for u in summary.get("unreadable") or []]
+    body += ["</ul>", f"<p class='note'>{html.escape(_verdict_help())}</p>"]
+    for i, (title, fname) in enumerate(images.items()):
         data = base64.b64encode((out / fname).read_bytes()).decode("ascii")
-        parts.append(f"<h2>{html.escape(title)}</h2><img alt='{html.escape(title)}' "
-                     f"src='data:image/png;base64,{data}'>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+        body.append(_h2(title, f"plot-{i}", toc) + f"<img alt='{html.escape(title)}' "
+                    f"src='data:image/png;base64,{data}'>")
+    body.append(_h2("Appendix: all figures", "appendix", toc))
+    body += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
+    body.append(_h2("Definitions", "definitions", toc) + "<ul>" + "".join(
+        f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")
+    for i, (title, note, header, rows) in enumerate(_tables(summary)):
+        body.append(_h2(title.replace("`", ""), f"table-{i}", toc))
+        if note:
+            body.append(f"<p class='note'>{html.escape(note)}</p>")
+        body.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
+        for row in rows:
+            body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
+        body.append("</table>")
+    nav = ("<nav id='toc'><b>Contents</b><ol>" + "".join(
+        f"<li><a href='#{a}'>{html.escape(t)}</a></li>" for a, t in toc) + "</ol></nav>")
+    head = ["<!doctype html><html><head><meta charset='utf-8'><title>Query-diversity report</title>",
+            ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
+             "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
+             "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}"
+             "nav{font-size:13px;columns:2}</style></head><body>"),
+            "<h1>Query-diversity report</h1>", nav]
+    return "\n".join([*head, *body, "</body></html>"])
 
 
 __all__ = ["Episode", "analyze", "analyze_runs", "make_plots", "render_html", "render_markdown"]

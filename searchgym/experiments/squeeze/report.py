@@ -309,13 +309,42 @@ def _strategy_section(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _report_verdict(summary: dict[str, Any]) -> list[str]:
+    """The findings in words (the gate, the LM arms, the strategy policy), without the tables they rest on."""
+    lines = ["## Verdict", "", *_gate_warning(summary), *findings_text(summary)]
+    block = summary.get("strategy_policy")
+    if block:
+        from searchgym.experiments.squeeze.strategy_stage import strategy_findings
+
+        lines += ["", *strategy_findings(block)]
+        ctx = (summary.get("organism") or {}).get("contextual")
+        if ctx:
+            from searchgym.experiments.squeeze.organism import contextual_sentences
+
+            lines += ["", *contextual_sentences(ctx)]
+    return [*lines, ""]
+
+
+def _report_tables(summary: dict[str, Any]) -> list[str]:
+    """The headline's tables (LM arms, strategy policy, mixed split), with their captions."""
+    hm = headline_markdown(summary).splitlines()
+    keep = [ln for ln in hm if ln.startswith(("|", "**")) or not ln.strip()]
+    return ["## Tables", "", *keep, ""]
+
+
 def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
+    """The report: the verdict first, then the plots, then the tables and the setup."""
     c = summary["config"]
     demos = summary.get("demos") or {}
+    plots = ["## Plots", ""]
+    for title, fname in images.items():
+        plots += [f"### {title}", "", f"![{title}](plots/{fname})", ""]
     lines = [
         "# RL squeezes, SFT expands? — query-strategy diversity of a search agent",
         "",
-        headline_markdown(summary),
+        *_report_verdict(summary),
+        *plots,
+        *_report_tables(summary),
         "## Setup",
         "",
         (f"- World: seed {c['world_seed']}, {c['n_entities']} entities; BM25 top-{c['top_k']}, "
@@ -339,11 +368,7 @@ def render_markdown(summary: dict[str, Any], images: dict[str, str]) -> str:
         "(naming nothing from the question or earlier evidence); 'well-formed' entropy is over those only, so a "
         "squeeze that is only noise going away shows there as no change."),
         "",
-        "## Plots",
-        "",
     ]
-    for title, fname in images.items():
-        lines += [f"### {title}", "", f"![{title}](plots/{fname})", ""]
     lines += ["## Per-family success (train split)", ""]
     fams = sorted(summary["start"]["per_family"])
     lines.append("| model | " + " | ".join(fams) + " |")
@@ -389,6 +414,7 @@ def _md_to_html(md: str, out: Path) -> str:
         return s
 
     body: list[str] = []
+    toc: list[tuple[str, str]] = []
     lines = md.splitlines()
     i = 0
     while i < len(lines):
@@ -396,7 +422,7 @@ def _md_to_html(md: str, out: Path) -> str:
         if ln.startswith("|"):
             rows = []
             while i < len(lines) and lines[i].startswith("|"):
-                if not re.match(r"^\|(\s*-+\s*\|)+\s*$", lines[i]):
+                if not re.match(r"^\|(\s*:?-+:?\s*\|)+\s*$", lines[i]):  # not an alignment row
                     rows.append([c.strip() for c in lines[i].strip("|").split("|")])
                 i += 1
             body.append("<table>" + "".join(
@@ -411,7 +437,11 @@ def _md_to_html(md: str, out: Path) -> str:
                 body.append(f'<p><img alt="{html.escape(m.group(1))}" src="data:image/png;base64,{data}"></p>')
         elif ln.startswith("#"):
             n = len(ln) - len(ln.lstrip("#"))
-            body.append(f"<h{n}>{inline(ln[n:].strip())}</h{n}>")
+            if n == 2:
+                toc.append((f"s{len(toc)}", ln[n:].strip()))
+                body.append(f"<h2 id='{toc[-1][0]}'>{inline(toc[-1][1])}</h2>")
+            else:
+                body.append(f"<h{n}>{inline(ln[n:].strip())}</h{n}>")
         elif ln.startswith("- "):
             items = []
             while i < len(lines) and lines[i].startswith("- "):
@@ -425,6 +455,12 @@ def _md_to_html(md: str, out: Path) -> str:
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px}"
              "img{max-width:100%}")
+    nav = ("<nav id='toc'><b>Contents</b><ol>" + "".join(f"<li><a href='#{a}'>{inline(t)}</a></li>" for a, t in toc)
+           + "</ol></nav>")
+    if body and body[0].startswith("<h1"):
+        body.insert(1, nav)
+    else:
+        body.insert(0, nav)
     return f"<!doctype html><html><head><meta charset='utf-8'><title>squeeze report</title><style>{style}</style>" \
            f"</head><body>{''.join(body)}</body></html>"
 
