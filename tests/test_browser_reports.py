@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers import require
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "runs" / "browser"
@@ -36,7 +37,8 @@ def _chromium() -> str:
         path = shutil.which(name)
         if path:
             return path
-    pytest.skip("needs Chromium (apt-get install -y chromium; .ci/run installs it)")
+    require(False, "needs Chromium (apt-get install -y chromium; .ci/run installs it)")
+    return ""
 
 
 class Browser:

@@ -127,13 +127,13 @@ def test_summary_keys_and_report_lead_with_the_verdict(tmp_path):
 def test_plots_include_the_verdict_and_render_cjk_labels(tmp_path):
     import warnings
 
-    import pytest
+    from helpers import require
 
     from searchgym.diversity.plotting import cjk_font
     from searchgym.diversity.report import make_plots
 
-    if cjk_font() is None:
-        pytest.skip("no font with CJK glyphs: pip install mplfonts (ships Noto Sans CJK SC) or a system CJK font")
+    require(cjk_font() is not None,
+            "no font with CJK glyphs: pip install 'searchgym[cjk]' (mplfonts: Noto Sans CJK SC) or a system CJK font")
     eps = _run({s: 0.1 + 0.7 * s / 4 for s in range(5)}, seed=9)
     for e in eps[:20]:
         e.queries = ["环磷酰胺 不良反应", "长江 流经 省份"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import require
 
 from searchgym.errors import ConfigError, QueryError
 from searchgym.retrieval import BM25Retriever, Passage, Retriever, Tokenizer, build_retriever, load_corpus
@@ -111,10 +112,10 @@ def test_stemming_and_stopword_options(passages):
         BM25Retriever([], backend="numpy")
 
 
-@pytest.mark.skipif(not NUMBA_AVAILABLE, reason="numba is an optional extra ('searchgym[fast]')")
 def test_numba_backend_matches_numpy(passages, bm25):
     """The numba kernel (compiled once, then loaded from numba's disk cache) ranks like numpy, serial and
     parallel."""
+    require(NUMBA_AVAILABLE, "numba is an optional extra ('searchgym[fast]')")
     nb = BM25Retriever(passages, backend="numba", n_threads=2)
     assert nb.backend == "numba"
     many = QUERIES * 4  # enough queries for the parallel kernel

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import require
 
 from searchgym.errors import ConfigError, IndexCorruptError
 from searchgym.retrieval import build_index, load_index
@@ -100,9 +101,9 @@ except IndexCorruptError as e:
 """
 
 
-@pytest.mark.skipif(not NUMBA_AVAILABLE, reason="numba not installed")
 def test_numba_backend_never_sees_a_bad_id(ix):
     """Run in a child process: before the fix this segfaulted, which would kill pytest itself."""
+    require(NUMBA_AVAILABLE, "numba is an optional extra ('searchgym[fast]')")
     _bad_index_array(ix, every=True)
     proc = subprocess.run([sys.executable, "-c", _CHILD, str(ix)], check=False, capture_output=True, text=True,
                           timeout=300)

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import require
 
 from .conftest import SEARCHGYM, PeakRSS, ServerProcess, free_port, httpx
 
@@ -238,8 +239,8 @@ def test_h2c_upgrade_offer_keeps_the_body(server):
     assert b'"result"' in data
 
 
-@pytest.mark.skipif(shutil.which("curl") is None, reason="curl not installed")
 def test_curl_http2_post(server):
+    require(shutil.which("curl"), "curl not installed")
     out = subprocess.run(["curl", "-sS", "--http2", "-X", "POST", "-H", "content-type: application/json",
                           "-d", '{"queries": ["capital"], "topk": 1}', server.url + "/retrieve"],
                          check=False, capture_output=True, text=True, timeout=60)
