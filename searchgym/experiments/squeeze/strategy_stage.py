@@ -49,28 +49,40 @@ def _saved(path: Path, stage_cfg: Any) -> dict[str, Any] | None:
     return saved["result"] if isinstance(saved, dict) and saved.get("key") == _key(stage_cfg) else None
 
 
+def _run_or_reuse(resume: bool, path: Path, stage_cfg: Any, title: str, run: Callable[[], dict[str, Any]],
+                  log: Callable[[str], None]) -> dict[str, Any]:
+    """A stage's result: the one saved at ``path`` on ``--resume`` with the same settings, else ``run()``'s,
+    saved there with its settings."""
+    from searchgym.experiments.squeeze.stages import _write_json
+
+    saved = _saved(path, stage_cfg) if resume else None
+    if saved is not None:
+        log(f"[0/6] {title}: reusing {path}")
+        return saved
+    t0 = time.time()
+    res = run()
+    _write_json(path, {"key": _key(stage_cfg), "result": res})
+    log(f"      done in {time.time() - t0:.1f}s: {path}")
+    return res
+
+
 def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """Run (or, on ``--resume`` with the same settings, reuse) the strategy-policy experiment; None if disabled."""
-    from searchgym.experiments.squeeze.stages import _write_json
     from searchgym.experiments.squeeze.strategy_policy import run_strategy_experiment
 
     if cfg.strategy_seeds <= 0:
         return None
     scfg = strategy_config(cfg)
-    path = out / FILE
-    saved = _saved(path, scfg) if cfg.resume else None
-    if saved is not None:
-        log(f"[0/6] strategy policy: reusing {path} ({saved['seeds']} seeds)")
-        return saved
-    log(f"[0/6] strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
-        f"(preset {scfg.preset!r})")
-    t0 = time.time()
-    res = run_strategy_experiment(scfg)
-    for arm in res["arms"].values():
-        arm.pop("control_steps", None)  # per step per seed: bulky, and the controls' means are kept
-    _write_json(path, {"key": _key(scfg), "result": res})
-    log(f"      done in {time.time() - t0:.1f}s: {path}")
-    return res
+
+    def run() -> dict[str, Any]:
+        log(f"[0/6] strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
+            f"(preset {scfg.preset!r})")
+        res = run_strategy_experiment(scfg)
+        for arm in res["arms"].values():
+            arm.pop("control_steps", None)  # per step per seed: bulky, and the controls' means are kept
+        return res
+
+    return _run_or_reuse(cfg.resume, out / FILE, scfg, "strategy policy", run, log)
 
 
 CONTEXTUAL_FILE = "organism_contextual.json"
@@ -88,29 +100,23 @@ def contextual_config(cfg: Any) -> Any:
 def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
     """The organism on the mixed train split (``organism.py``), reused on ``--resume`` when its settings match;
     None when disabled (``contextual_seeds`` 0 or the strategy stage off)."""
+    from searchgym.errors import ConfigError
     from searchgym.experiments.squeeze.organism import run_contextual
-    from searchgym.experiments.squeeze.stages import _write_json
 
     if cfg.strategy_seeds <= 0 or getattr(cfg, "contextual_seeds", 0) <= 0:
         return None
     ccfg = contextual_config(cfg)
-    path = out / CONTEXTUAL_FILE
-    saved = _saved(path, ccfg) if cfg.resume else None
-    if saved is not None:
-        log(f"[0/6] organism on the mixed train split: reusing {path}")
-        return saved
-    log(f"[0/6] organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, {ccfg.steps} steps")
-    t0 = time.time()
-    from searchgym.errors import ConfigError
+
+    def run() -> dict[str, Any]:
+        log(f"[0/6] organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, "
+            f"{ccfg.steps} steps")
+        return run_contextual(ccfg)
 
     try:
-        res = run_contextual(ccfg)
+        return _run_or_reuse(cfg.resume, out / CONTEXTUAL_FILE, ccfg, "organism on the mixed train split", run, log)
     except ConfigError as e:  # e.g. a small world without enough nickname questions for the mixed split
         log(f"      skipped: {e}")
         return None
-    _write_json(path, {"key": _key(ccfg), "result": res})
-    log(f"      done in {time.time() - t0:.1f}s: {path}")
-    return res
 
 
 def _share_history(hist: list[list[dict[str, Any]]], strategies: list[str]) -> dict[str, Any]:
