@@ -25,6 +25,16 @@ SAFE_PATTERNS = frozenset({
     r"\S+",                 # whitespace-separated
     r"[^\W_]+",             # letters and digits, no underscores
 })
+
+
+def check_pattern(pattern: object) -> None:
+    """Refuse a word pattern that is not in :data:`SAFE_PATTERNS` (an arbitrary regex, e.g. one read from someone
+    else's manifest, can backtrack for seconds on every query)."""
+    if not isinstance(pattern, str) or pattern not in SAFE_PATTERNS:
+        raise ConfigError(f"tokenizer pattern {pattern!r:.120} is not one of searchgym's known safe patterns "
+                          f"{sorted(SAFE_PATTERNS)}; refusing it (a hostile regex can hold every search)")
+
+
 # A query with more distinct terms than this is cut (after de-duplication): it bounds the work of a
 # pathological (e.g. 100 kB) query by the index size instead of by the query length.
 MAX_QUERY_TERMS = 1024
@@ -64,9 +74,7 @@ class TokenizerConfig:
     def from_dict(cls, d: dict[str, Any]) -> TokenizerConfig:
         sw = d.get("stopwords", "en")
         pattern = d.get("pattern", TOKEN_PATTERN)
-        if not isinstance(pattern, str) or pattern not in SAFE_PATTERNS:
-            raise ConfigError(f"tokenizer pattern {pattern!r:.120} is not one of searchgym's known safe patterns "
-                              f"{sorted(SAFE_PATTERNS)}; refusing it (a hostile regex can hold every search)")
+        check_pattern(pattern)
         return cls(
             lowercase=bool(d.get("lowercase", True)),
             stopwords=tuple(sw) if isinstance(sw, list) else sw,
@@ -108,9 +116,7 @@ class Tokenizer:
     ):
         sw: str | tuple[str, ...] | None = stopwords if isinstance(stopwords, str) or stopwords is None \
             else tuple(stopwords)
-        if pattern not in SAFE_PATTERNS:
-            raise ConfigError(f"tokenizer pattern {pattern!r:.120} is not one of searchgym's known safe patterns "
-                              f"{sorted(SAFE_PATTERNS)} (an arbitrary regex can backtrack for seconds on one query)")
+        check_pattern(pattern)
         self.config = TokenizerConfig(lowercase=lowercase, stopwords=sw, stemmer=stemmer, pattern=pattern)
         self.stopwords = frozenset(stopword_list(sw))
         self._stemmer = _make_stemmer(stemmer)
