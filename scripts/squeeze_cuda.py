@@ -7,7 +7,7 @@ diverse heuristic demonstrations, the competence gate, then the RL arms and cont
 evaluated on train, test and the shift splits. The LM-independent strategy-policy stages are left out (the CPU
 run has them). Arm-seed runs go to ``--jobs`` worker processes that share the GPU.
 
-    python scripts/squeeze_cuda.py --out runs/squeeze-cuda              # ~8 min on one H100/H200
+    python scripts/squeeze_cuda.py --out runs/squeeze-cuda              # ~7 min on one H200
     python scripts/squeeze_cuda.py --device cpu --smoke --out /tmp/sq   # the same code path, tiny budgets
 
 It prints the results markdown (the docs' "On a GPU" section is written from it) and leaves summary.json,
@@ -64,19 +64,23 @@ def main() -> None:
     ap.add_argument("--out", default="runs/squeeze-cuda", help="output directory")
     ap.add_argument("--device", default="cuda", help="cuda | cpu (default: cuda)")
     ap.add_argument("--jobs", type=int, default=None, help="arm-seed worker processes sharing the device "
-                                                           "(default: min(10, CPU cores - 2))")
+                                                           "(default: min(5, CPU cores - 2); 10 workers ran out "
+                                                           "of an H200's 140 GB in the evaluation batches)")
     ap.add_argument("--seeds", type=int, default=2, help="seeds per arm (default 2)")
     ap.add_argument("--steps", type=int, default=30, help="RL steps per arm (default 30)")
     ap.add_argument("--lr", type=float, default=2e-4, help="RL learning rate (default 2e-4)")
     ap.add_argument("--resume", action="store_true", help="continue an interrupted run in --out")
     ap.add_argument("--smoke", action="store_true", help="tiny budgets: check the code path on a CPU")
     a = ap.parse_args()
+    # bm25s imports JAX when it is installed, and JAX's CUDA backend then takes most of the GPU's memory in
+    # every worker process (the first try here failed so); the BM25 search runs on the CPU anyway
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
     if a.device == "cuda":
         import torch
 
         if not torch.cuda.is_available():
             raise SystemExit("no CUDA device: run with --device cpu --smoke to check the code path")
-    jobs = a.jobs or max(1, min(10, (os.cpu_count() or 2) - 2))
+    jobs = a.jobs or max(1, min(5, (os.cpu_count() or 2) - 2))
     cfg = config(a.out, a.device, a.smoke, jobs, a.seeds, a.steps, a.lr, a.resume)
 
     from searchgym.experiments.squeeze import experiment as sq
