@@ -1,4 +1,5 @@
-"""First contact (issue 22): a user corpus without questions is refused with a message that says what to pass."""
+"""First contact (issue 22): a user corpus without questions is refused with a message that says what to pass,
+through gym.make and through the classes themselves."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import gymnasium as gym
 import pytest
 
 import searchgym  # noqa: F401 - registers the env ids
+from searchgym.envs import SearchEnv, SearchVectorEnv
 from searchgym.errors import ConfigError
 
 
@@ -23,8 +25,9 @@ def corpus(tmp_path_factory):
 
 @pytest.mark.parametrize("make", [lambda **kw: gym.make("searchgym/SearchQA-v0", **kw),
                                   lambda **kw: gym.make_vec("searchgym/SearchQA-v0", num_envs=2,
-                                                            vectorization_mode="vector_entry_point", **kw)],
-                         ids=["make", "make_vec"])
+                                                            vectorization_mode="vector_entry_point", **kw),
+                                  lambda **kw: SearchEnv(**kw), lambda **kw: SearchVectorEnv(2, **kw)],
+                         ids=["make", "make_vec", "SearchEnv", "SearchVectorEnv"])
 def test_user_corpus_without_dataset_is_an_error_naming_dataset(corpus, make):
     with pytest.raises(ConfigError, match=r"without dataset=.*Pass dataset=QA_FILE"):
         make(corpus=str(corpus[0]))

@@ -48,7 +48,7 @@ def test_make_vec_returns_the_batched_env():
 def test_one_batch_search_per_step():
     base = SearchEnv().retriever
     counting = CountingRetriever(base)
-    vec = SearchVectorEnv(8, retriever=counting)
+    vec = SearchVectorEnv(8, retriever=counting, split="train")  # the world's own questions, on purpose
     vec.reset(seed=0)
     for t in range(6):
         before = len(counting.calls)

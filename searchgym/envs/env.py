@@ -11,6 +11,7 @@ import numpy as np
 
 from searchgym.envs.actions import ANSWER, INVALID, SEARCH, ParsedAction, parse_action
 from searchgym.envs.prompts import PassageFormatter, PromptBuilder
+from searchgym.envs.registration import check_dataset_given
 from searchgym.envs.sources import resolve_dataset, resolve_retriever
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, QueryError, SearchGymError
@@ -116,7 +117,8 @@ class SearchEnv(gym.Env[str, Any]):
       or any object with ``search``/``batch_search``. Default ``None``: BM25 over a corpus, or whatever an
       index directory holds (dense + BM25 indexes load as hybrid).
     - ``retriever_kwargs``: passed to ``build_retriever``/``load_index``/``RemoteRetriever``.
-    - ``split``: the world split (default ``"train"``), also recorded in infos and trajectories.
+    - ``split``: the world split (default ``"train"``), also recorded in infos and trajectories. With a
+      ``corpus`` or ``retriever`` of your own, name ``dataset`` or ``split``: otherwise ``ConfigError``.
     - ``top_k``: passages per search (default 3). ``max_turns``: searches per episode (default 4).
     - ``max_steps``: actions per episode before truncation (default ``max_turns + 1``).
     - ``reward``: the reward spec (default ``"em"``). ``invalid_penalty``: subtracted per invalid action
@@ -156,7 +158,7 @@ class SearchEnv(gym.Env[str, Any]):
         dataset: Any = None,
         retriever: Any = None,
         *,
-        split: str = "train",
+        split: str | None = None,
         top_k: int = 3,
         max_turns: int = 4,
         max_steps: int | None = None,
@@ -175,6 +177,10 @@ class SearchEnv(gym.Env[str, Any]):
         render_mode: str | None = None,
         record_action_chars: int = MAX_RECORDED_ACTION_CHARS,
     ):
+        # a corpus or retriever of the user's own needs its questions named (dataset= or a world split), here and
+        # not only in gym.make: otherwise the world's questions are asked against the user's passages
+        check_dataset_given({"corpus": corpus, "dataset": dataset, "retriever": retriever, "split": split})
+        split = "train" if split is None else split
         if not isinstance(top_k, (int, np.integer)) or top_k < 1:
             raise ConfigError(f"top_k must be a positive integer, got {top_k!r}")
         if not isinstance(max_turns, (int, np.integer)) or max_turns < 0:

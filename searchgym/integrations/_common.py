@@ -66,7 +66,7 @@ def require(framework: str) -> str:
     return found
 
 
-def build_env(corpus: Any = None, dataset: Any = None, *, split: str = "train", retriever: Any = None,
+def build_env(corpus: Any = None, dataset: Any = None, *, split: str | None = None, retriever: Any = None,
               **env_kwargs: Any) -> Any:
     """A ``SearchEnv`` in the tool-calling style (chat observations, tool-call corrective messages).
 

@@ -21,7 +21,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             "--corpus", help="Corpus file or index directory (default: the embedded world).")] = None,
         dataset: Annotated[Optional[str], typer.Option(  # noqa: UP045
             "--dataset", help="World split name or QA file (default: the world's --split).")] = None,
-        split: Annotated[str, typer.Option("--split", help="World split when --dataset is not given.")] = "train",
+        split: Annotated[Optional[str], typer.Option(  # noqa: UP045
+            "--split", help="World split when --dataset is not given (train when neither is; with --corpus or an "
+                            "http --retriever, name one of the two).")] = None,
         retriever: Annotated[Optional[str], typer.Option(  # noqa: UP045
             "--retriever", help="bm25 | dense | hybrid | http://host:port/retrieve (default: bm25).")] = None,
         top_k: Annotated[int, typer.Option("--top-k", help="Passages per search.", min=1)] = 3,

@@ -83,7 +83,7 @@ class SearchgymOpenEnv(Environment[SearchAction, SearchObservation, SearchState]
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, corpus: Any = None, dataset: Any = None, *, split: str = "train", **env_kwargs: Any):
+    def __init__(self, corpus: Any = None, dataset: Any = None, *, split: str | None = None, **env_kwargs: Any):
         super().__init__()
         self.env = build_env(corpus, dataset, split=split, **env_kwargs)
 
@@ -132,7 +132,7 @@ class SearchgymOpenEnv(Environment[SearchAction, SearchObservation, SearchState]
                            queries=traj.queries, done=env.done, reward=float(traj.reward))
 
 
-def create_app(corpus: Any = None, dataset: Any = None, *, split: str = "train", max_concurrent_envs: int = 64,
+def create_app(corpus: Any = None, dataset: Any = None, *, split: str | None = None, max_concurrent_envs: int = 64,
                guards: SessionGuards | None = None, **env_kwargs: Any) -> Any:
     """The ASGI app serving :class:`SearchgymOpenEnv`: OpenEnv's FastAPI app
     (``openenv.core.env_server.create_fastapi_app``) behind :class:`SessionGuardMiddleware`, which caps the

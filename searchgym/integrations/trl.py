@@ -68,7 +68,7 @@ class SearchgymToolEnv:
     pickling keeps only the arguments (the retriever is rebuilt, or found memoised, on the other side).
     """
 
-    def __init__(self, corpus: Any = None, dataset: Any = None, *, split: str = "train", retriever: Any = None,
+    def __init__(self, corpus: Any = None, dataset: Any = None, *, split: str | None = None, retriever: Any = None,
                  **env_kwargs: Any):
         self._config = {"corpus": corpus, "dataset": dataset, "split": split, "retriever": retriever,
                         **env_kwargs}
@@ -136,7 +136,7 @@ class SearchgymToolEnv:
         return self.env.trajectory()
 
 
-def env_factory(corpus: Any = None, dataset: Any = None, *, split: str = "train", **env_kwargs: Any
+def env_factory(corpus: Any = None, dataset: Any = None, *, split: str | None = None, **env_kwargs: Any
                 ) -> Callable[[], SearchgymToolEnv]:
     """A picklable ``environment_factory`` for the given SearchEnv arguments."""
     return functools.partial(SearchgymToolEnv, corpus, dataset, split=split, **env_kwargs)
