@@ -149,3 +149,13 @@ def test_build_retriever_kinds(passages):
     assert build_retriever(passages, "rank_bm25").backend == "rank_bm25"
     with pytest.raises(ConfigError):
         build_retriever(passages, "tfidf")
+
+
+@pytest.mark.parametrize("backend", ["numpy", "rank_bm25"])
+def test_a_corpus_of_only_stopwords_is_a_typed_error_not_a_bm25s_crash(backend):
+    from searchgym.errors import CorpusFormatError
+
+    with pytest.raises(CorpusFormatError, match="no indexable term|has an indexable term"):
+        BM25Retriever([Passage("0", "", "the the the"), Passage("1", "", "of and a")], backend=backend)
+    one = BM25Retriever([Passage("0", "", "the"), Passage("1", "", "rivers of the north")], backend="numpy")
+    assert [h.id for h in one.search("rivers", k=3)] == ["1"]  # a few stopword-only passages are fine

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.errors import ConfigError, QueryError
+from searchgym.errors import ConfigError, CorpusFormatError, QueryError
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.index import LoadContext, load_index, register_backend, save_retrievers
 from searchgym.retrieval.tokenize import Tokenizer, TokenizerConfig
@@ -210,6 +210,10 @@ def validate_bm25s_arrays(d: Path, bm: Any, n_passages: int) -> None:
         raise bad("params.index.json", f"dtype {fdt} / int_dtype {idt} cannot hold this index")
 
 
+_NO_TERMS = ("none of the {n} passage(s) has an indexable term (every token is a stopword or punctuation); "
+             "check the corpus's text field, or pass stopwords=None")
+
+
 class BM25Retriever:
     """BM25 over a list of passages (bm25s; numba backend when installed, else numpy; or rank-bm25).
 
@@ -246,12 +250,17 @@ class BM25Retriever:
         self.backend = resolve_backend(backend)
         texts = (p.contents for p in passages)
         if self.backend == "rank_bm25":
-            engine: Any = _RankBM25Engine(self.tokenizer.tokenize_many(texts), method, k1, b)
+            tokens = self.tokenizer.tokenize_many(texts)
+            if not any(tokens):
+                raise CorpusFormatError(_NO_TERMS.format(n=len(passages)))
+            engine: Any = _RankBM25Engine(tokens, method, k1, b)
             vocab: dict[str, int] = {}
         else:
             import bm25s
 
             ids, vocab = self.tokenizer.corpus_ids(texts, show_progress=show_progress)
+            if not vocab:  # bm25s itself fails with "max() arg is an empty sequence"
+                raise CorpusFormatError(_NO_TERMS.format(n=len(passages)))
             bm = bm25s.BM25(k1=k1, b=b, method=method, backend="numpy")
             bm.index((ids, vocab), show_progress=show_progress)
             del ids
