@@ -10,8 +10,8 @@ one relation, a train phrasing):
   asks about X by its name O and means X: following the rename to N answers N's value, which is wrong; the
   question is answered by querying O with the relation, in one hop.
 
-Entities named O (homonym) or N (both kinds) are drawn from those no question of the other splits names (as
-subject or bridge) and that have no nickname, so every question of versions 1-2 reads exactly as before. All of
+The entity named O (homonym) is never the subject of a question of the other splits (in all but a world of a
+few dozen entities) and no entity used has a nickname, so every question of versions 1-2 reads as before. All of
 it draws from its own random streams and is appended after the rest (the version-2 passages and splits are a
 byte-identical prefix of a version-3 world).
 """
@@ -38,42 +38,47 @@ def _fresh_name(nf: NameFactory, etype: str) -> str:
             return name
 
 
-def make_renames(seed: int, built: Built, n_each: int, taken: set[str]) -> list[tuple[str, int, int | None, str]]:
-    """``(kind, n, x, former_name)`` for ``n_each`` renamed and ``n_each`` homonym entries: entity ``n`` was
-    formerly called ``former_name``; for a homonym that is the name of entity ``x`` (None for renamed). No
-    entity named in ``taken`` is used, and none twice."""
+def make_renames(seed: int, built: Built, n_each: int, subjects: set[str], bridges: set[str], aliased: set[str]
+                 ) -> list[tuple[str, int, int | None, str]]:
+    """``(kind, n, x, former_name)`` for up to ``n_each`` renamed and ``n_each`` homonym entries: entity ``n``
+    was formerly called ``former_name``; for a homonym that is the name of entity ``x`` (None for renamed).
+
+    No entity is used twice, none with a nickname (``aliased``). Preferred are entities no question names
+    (neither in ``subjects`` nor in ``bridges``), then bridges. A homonym's ``x`` is never a question's
+    subject (a strategy that follows renames would read that question differently), except in a world so small
+    that every entity is one (then the split would be empty)."""
     rng = random.Random(f"searchgym-world/{seed}/renames")
     nf = NameFactory(random.Random(f"searchgym-world/{seed}/former-names"))
     for e in built.entities:
         nf.lowered.add(e.name.lower())
-    nf.lowered |= {t.lower() for t in taken}
+    nf.lowered |= {t.lower() for t in subjects | bridges | aliased}
     ents = built.entities
-    pools = {t: [i for i in built.by_type[t] if ents[i].name not in taken] for t in RENAME_TYPES}
-    types = [t for t in RENAME_TYPES if pools[t]]
-    used: set[int] = set()
+
+    def tier(i: int) -> int:
+        name = ents[i].name
+        return 3 if name in aliased else 2 if name in subjects else 1 if name in bridges else 0
+
+    pools = {t: [[i for i in built.by_type[t] if tier(i) == k] for k in range(3)] for t in RENAME_TYPES}
+    tiny = not any(pools[t][0] or pools[t][1] for t in RENAME_TYPES)
+
+    def draw(etype: str, tiers: int) -> int | None:
+        for pool in pools[etype][:tiers]:
+            if pool:
+                return pool.pop(rng.randrange(len(pool)))
+        return None
+
     out: list[tuple[str, int, int | None, str]] = []
     for kind in (RENAMED, HOMONYM):
-        made, tries = 0, 0
-        while types and made < n_each and tries < n_each * 40:
-            tries += 1
-            pool = pools[rng.choice(types)]
-            if len(pool) < 2:
+        types = list(RENAME_TYPES)
+        made = 0
+        while types and made < n_each:
+            etype = rng.choice(types)
+            x = draw(etype, 3 if tiny else 2) if kind == HOMONYM else None
+            n = draw(etype, 3) if kind == RENAMED or x is not None else None
+            if n is None:
+                types.remove(etype)
                 continue
-            n = pool[rng.randrange(len(pool))]
-            if n in used:
-                continue
-            if kind == RENAMED:
-                used.add(n)
-                pool.remove(n)
-                out.append((kind, n, None, _fresh_name(nf, ents[n].etype)))
-            else:
-                x = pool[rng.randrange(len(pool))]
-                if x == n or x in used:
-                    continue
-                used.update((n, x))
-                pool.remove(n)
-                pool.remove(x)
-                out.append((kind, n, x, ents[x].name))
+            out.append((kind, n, x, ents[x].name if x is not None else _fresh_name(nf, ents[n].etype)))
             made += 1
     return out
 

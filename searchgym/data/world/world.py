@@ -116,9 +116,10 @@ class World:
         questions += make_alias_questions(seed, built, aliases, list(range(first_row, len(built.titles))),
                                           n_alias_q, ids.__getitem__, len(questions), seen)
         if version >= 3:  # former names: shift_renamed and shift_homonym, appended after the rest (renames.py)
-            taken = {n for q in questions for n in (*q.metadata["subject"], *q.metadata["bridge"])}
-            taken |= {built.entities[i].name for i, _ in aliases}
-            renames = make_renames(seed, built, (n_alias_q + 3) // 4, taken)  # ~4 questions per former name
+            subjects = {n for q in questions for n in q.metadata["subject"]}
+            bridges = {n for q in questions for n in q.metadata["bridge"]}
+            aliased = {built.entities[i].name for i, _ in aliases}
+            renames = make_renames(seed, built, (n_alias_q + 3) // 4, subjects, bridges, aliased)  # ~4 q per name
             r_titles, r_texts = rename_passages(seed, built, renames)
             first_row = len(built.titles)
             ids += [f"{prefix}{i:0{width}d}" for i in range(first_row, first_row + len(r_titles))]

@@ -49,7 +49,7 @@ class SqueezeConfig:
     world_version: int = 3                # its generator version: 3 adds former names (shift_renamed, shift_homonym,
     #                                       where decompose and hops each lose >= 0.5 EM to the other); 2 = the world
     #                                       of the runs before issue 21 (byte-identical)
-    preset: str = "squeeze2"              # env preset of the heuristic strategy stage and summary world.em:
+    env_preset: str = "squeeze2"          # env preset of the heuristic strategy stage and summary world.em:
     #                                       squeeze2 = this config's top_k / max_turns / passage_chars
     n_entities: int = 4000                # world size: 4,800 train questions (with 480 the LM memorised the train
     #                                       answers: train 0.47 vs test 0.11 success; with 2,400 train = test)
@@ -136,7 +136,7 @@ class SqueezeConfig:
             raise ConfigError(f"world_version must be one of {list(VERSIONS)}, got {self.world_version}")
         from searchgym.envs.presets import get_preset
 
-        get_preset(self.preset)  # an unknown preset fails here, not after the LM stages
+        get_preset(self.env_preset)  # an unknown preset fails here, not after the LM stages
         if self.jobs is not None and self.jobs < 1:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.seeds < 1:

@@ -36,7 +36,7 @@ def world_kwargs(cfg: Any) -> dict[str, Any]:
 
     version = getattr(cfg, "world_version", None)
     return {"world_seed": cfg.world_seed, "n_entities": cfg.n_entities, "world_version": version,
-            "preset": getattr(cfg, "preset", "squeeze"), "splits": eval_splits(version)}
+            "preset": getattr(cfg, "env_preset", "squeeze"), "splits": eval_splits(version)}
 
 
 RESULT_FORMAT = 2  # 2: every ``ci`` is the interval [lo, hi] (1: its half-width); a saved result of another
