@@ -35,7 +35,8 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     for b in [block["start"], *block["arms"].values()]:
         for key in ("strategy_entropy", "train_success", "test_success"):
             assert set(b[key]) == {"mean", "ci", "half"} and 0 <= b[key]["mean"] <= (1 if "success" in key else 3)
-        assert set(b["shift_success"]) == {"shift_phrasing", "shift_family", "shift_type", "shift_strategy"}
+        assert set(b["shift_success"]) == {"shift_phrasing", "shift_family", "shift_type", "shift_strategy",
+                                           "shift_renamed", "shift_homonym"}  # world version 3 (the default)
         lo, hi = b["shift_success"]["shift_strategy"]["ci"]  # the LM arms' [lo, hi] form
         assert lo <= b["shift_success"]["shift_strategy"]["mean"] <= hi
         assert sum(b["shares"].values()) == pytest.approx(1.0, abs=1e-3)
@@ -46,6 +47,8 @@ def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     w = s["world"]
     assert set(w["em"]) >= {"train", "shift_strategy"} and 0 <= w["em"]["train"]["decompose"] <= 1
     assert w["em"]["shift_strategy"]["entity"] > w["em"]["shift_strategy"]["decompose"]
+    assert w["version"] == 3 and w["preset"] == "squeeze2" and {"shift_renamed", "shift_homonym"} <= set(w["em"])
+    assert "hops" in w["demo_share"]  # DEFAULT_WEIGHTS name it (issue 21)
     assert sum(w["demo_share"].values()) == pytest.approx(1.0) and "decompose" in w["demo_share"]
     # the organism on the mixed train split: organism.contextual, each arm with routing_share and its Wilson ci
     ctx = s["organism"]["contextual"]

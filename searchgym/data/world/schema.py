@@ -295,3 +295,24 @@ ALIAS_NOUNS = ("Heron", "Lantern", "Fox", "Anvil", "Compass", "Raven", "Orchard"
 # How alias passages state a nickname ({A}: "The Amber Heron", {a}: "the Amber Heron", {N}: the name).
 ALIAS_PATTERNS = ("{A} is the nickname of {N}.", "{N} is widely known as {a}.",
                   "Many people know {N} only as {a}.")
+
+
+
+# -- generator version 3: former names ---------------------------------------------------------------
+# One appended passage per former name says that an entity "was formerly known as" another name. Two splits
+# ask about a name that such a passage calls a former name, with one hop, in a train phrasing, and differ only
+# in whether the name still belongs to someone:
+# - ``shift_renamed``: the name is retired (no facts are stated under it); the question means the entity that
+#   now bears another name, so the rename must be followed (a two-step lookup, like ``shift_strategy``).
+# - ``shift_homonym``: the name is a current entity's own name (its facts are stated under it) that another
+#   entity once bore; the question means the current bearer, so the rename must NOT be followed (one hop, as
+#   simple as a train ``attribute`` question).
+# The same surface cue, opposite right actions: a strategy that always follows a former-name statement
+# (``hops``) and one that never does (``decompose``) each fail one of them.
+SHIFT_RENAMED = "shift_renamed"
+SHIFT_HOMONYM = "shift_homonym"
+SPLITS_V3 = (*SPLITS, SHIFT_RENAMED, SHIFT_HOMONYM)
+RENAME_TYPES = ("person", "organisation", "city", "film")
+# How a former-name passage states it ({N}: the entity's name now, {O}: the former name).
+RENAME_PATTERNS = ("{N} was formerly known as {O}.", "{O} was renamed {N} years ago.",
+                   "Until it was renamed, {N} was called {O}.")

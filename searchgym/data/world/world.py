@@ -12,6 +12,7 @@ from ...retrieval.base import Passage
 from ..qa import QAExample
 from .aliases import alias_passages, make_alias_questions, make_aliases, n_shift_strategy
 from .generate import PASSAGES_PER_ENTITY, Built, Entity, build
+from .renames import make_rename_questions, make_renames, rename_passages
 from .questions import make_questions
 from .schema import (
     ENTITY_TYPES,
@@ -20,6 +21,7 @@ from .schema import (
     HELD_OUT_STYLES,
     HELD_OUT_TYPE,
     SPLITS,
+    SPLITS_V3,
     TRAIN_FAMILIES,
     TRAIN_STYLES,
     Plan,
@@ -28,6 +30,13 @@ from .schema import (
 # Bumped whenever the generator's output changes for the same arguments (the pinned fingerprint test
 # in tests/test_data_world.py changes with it).
 GENERATOR_VERSION = 2  # 2: the shift_strategy split (alias passages appended after the rest)
+# The versions World.generate(version=...) makes. A newer version only appends passages and splits (each from
+# its own random streams), so an older version's passages and splits are a byte-identical prefix of it.
+# GENERATOR_VERSION stays what World.generate makes by default, so every default world keeps its bytes.
+#   3: former-name passages appended after the alias passages, and the shift_renamed and shift_homonym
+#      splits (renames.py)
+VERSIONS = (2, 3)
+LATEST_VERSION = 3
 DEFAULT_N_ENTITIES = 1500  # ~2.9k passages, ~3k questions: the embedded default
 
 
@@ -60,11 +69,13 @@ class World:
     _type_of: dict[str, str] = field(repr=False, default_factory=dict)
     aliases: dict[str, str] = field(repr=False, default_factory=dict)  # "the Amber Heron" -> entity name
     _splits: dict[str, list[QAExample]] = field(repr=False, default_factory=dict)
+    version: int = GENERATOR_VERSION  # generator version (VERSIONS)
 
     # -- construction ------------------------------------------------------------------------
     @classmethod
     def generate(cls, seed: int = 0, n_entities: int = 1000, *, confusable_share: float = 0.2,
-                 n_questions: int | None = None, n_passages: int | None = None) -> World:
+                 n_questions: int | None = None, n_passages: int | None = None,
+                 version: int = GENERATOR_VERSION) -> World:
         """Generate a world.
 
         Args:
@@ -74,7 +85,11 @@ class World:
                 an earlier one (shared surname, shared stem, sequel-like title). 0 to 0.9.
             n_questions: total questions over all splits (default ``2 * n_entities``, at most 20,000).
             n_passages: approximate corpus size; overrides ``n_entities``.
+            version: generator version (:data:`VERSIONS`); 3 adds former names and the ``shift_renamed``
+                and ``shift_homonym`` splits.
         """
+        if version not in VERSIONS:
+            raise ConfigError(f"world version {version!r} is not one of {list(VERSIONS)}")
         if n_passages is not None:
             if n_passages < 50:
                 raise ConfigError(f"n_passages={n_passages} is too small; use at least 50")
@@ -100,12 +115,25 @@ class World:
         seen = {q.question for q in questions}
         questions += make_alias_questions(seed, built, aliases, list(range(first_row, len(built.titles))),
                                           n_alias_q, ids.__getitem__, len(questions), seen)
+        if version >= 3:  # former names: shift_renamed and shift_homonym, appended after the rest (renames.py)
+            subjects = {n for q in questions for n in q.metadata["subject"]}
+            bridges = {n for q in questions for n in q.metadata["bridge"]}
+            aliased = {built.entities[i].name for i, _ in aliases}
+            renames = make_renames(seed, built, (n_alias_q + 3) // 4, subjects, bridges, aliased)  # ~4 q per name
+            r_titles, r_texts = rename_passages(seed, built, renames)
+            first_row = len(built.titles)
+            ids += [f"{prefix}{i:0{width}d}" for i in range(first_row, first_row + len(r_titles))]
+            built.titles.extend(r_titles)
+            built.texts.extend(r_texts)
+            questions += make_rename_questions(seed, built, renames, list(range(first_row, len(built.titles))),
+                                               n_alias_q, ids.__getitem__, len(questions), seen)
         passages = [Passage(i, t, x) for i, t, x in zip(ids, built.titles, built.texts)]
         world = cls(seed=seed, n_entities=n_entities, confusable_share=confusable_share,
-                    passages=passages, questions=questions, entities=built.entities, groups=built.groups)
+                    passages=passages, questions=questions, entities=built.entities, groups=built.groups,
+                    version=version)
         world._type_of = {e.name: e.etype for e in built.entities}
         world.aliases = {a: built.entities[i].name for i, a in aliases}
-        world._splits = {s: [] for s in SPLITS}
+        world._splits = {s: [] for s in (SPLITS_V3 if version >= 3 else SPLITS)}
         for q in questions:
             world._splits[q.metadata["split"]].append(q)
         return world
@@ -122,7 +150,8 @@ class World:
 
     def split(self, name: str) -> list[QAExample]:
         if name not in self._splits:
-            raise ConfigError(f"unknown split {name!r}; the world has {', '.join(SPLITS)}")
+            raise ConfigError(f"unknown split {name!r}; the world (version {self.version}) has "
+                              f"{', '.join(self._splits)}")
         return self._splits[name]
 
     @property
@@ -177,10 +206,10 @@ class World:
         per_type = {t: 0 for t in ENTITY_TYPES}
         for e in self.entities:
             per_type[e.etype] += 1
-        fam = {s: {f: 0 for f in FAMILIES} for s in SPLITS}
+        fam = {s: {f: 0 for f in FAMILIES} for s in self._splits}
         for q in self.questions:
             fam[q.metadata["split"]][q.metadata["family"]] += 1
-        return {"seed": self.seed, "passages": len(self.passages), "entities": per_type,
+        return {"seed": self.seed, "version": self.version, "passages": len(self.passages), "entities": per_type,
                 "questions": len(self.questions), "per_split_family": fam}
 
 

@@ -12,7 +12,9 @@ from searchgym.train.rl import RLArgs
 from searchgym.train.sft import SFTArgs
 from searchgym.train.tiny_lm import TinyLMConfig
 
-SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy")
+# shift_renamed / shift_homonym exist in worlds of generator version >= 3 (the default world_version); a stage
+# evaluates only the splits its world has.
+SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy", "shift_renamed", "shift_homonym")
 HELDOUT_SPLITS = ("test", *SHIFT_SPLITS)  # evaluated at one equal number of questions each
 TINY_PROMPT = "Question: {question}\n"
 ARM_LABELS = {
@@ -44,6 +46,11 @@ class SqueezeConfig:
     threads: int | None = None            # torch intra-op threads of the sequential stages (None: for the tiny LM
     #                                       on CPU as many as arm jobs, each arm worker has 1; else torch's)
     world_seed: int = 0                   # seed of the procedural world
+    world_version: int = 3                # its generator version: 3 adds former names (shift_renamed, shift_homonym,
+    #                                       where decompose and hops each lose >= 0.5 EM to the other); 2 = the world
+    #                                       of the runs before issue 21 (byte-identical)
+    env_preset: str = "squeeze2"          # env preset of the heuristic strategy stage and summary world.em:
+    #                                       squeeze2 = this config's top_k / max_turns / passage_chars
     n_entities: int = 4000                # world size: 4,800 train questions (with 480 the LM memorised the train
     #                                       answers: train 0.47 vs test 0.11 success; with 2,400 train = test)
     max_turns: int = 3                    # searches per episode
@@ -123,6 +130,13 @@ class SqueezeConfig:
         bad = [a for a in self.arms if a not in ARM_LABELS]
         if bad:
             raise ConfigError(f"unknown arm(s) {bad}; choose from {sorted(ARM_LABELS)}")
+        from searchgym.data.world.world import VERSIONS
+
+        if self.world_version not in VERSIONS:
+            raise ConfigError(f"world_version must be one of {list(VERSIONS)}, got {self.world_version}")
+        from searchgym.envs.presets import get_preset
+
+        get_preset(self.env_preset)  # an unknown preset fails here, not after the LM stages
         if self.jobs is not None and self.jobs < 1:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.seeds < 1:

@@ -304,6 +304,7 @@ def world_block(strategy_res: dict[str, Any] | None, stages: dict[str, Any]) -> 
         splits = list(next(iter(per.values()))) if per else []
         out["em"] = {sp: {s: per[s][sp] for s in per} for sp in splits}
         out["preset"] = strategy_res["config"]["preset"]
+        out["version"] = strategy_res["config"].get("world_version")
     share = (stages.get("sft") or {}).get("demo_share")
     if share is not None:
         out["demo_share"] = share

@@ -57,7 +57,7 @@ class Context:
         self.cfg = cfg
         self.log = log
         self.out = Path(cfg.out)
-        self.world = World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities)
+        self.world = World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities, version=cfg.world_version)
         self.retriever = CachedRetriever(build_retriever(self.world.passages, kind="bm25"))
         self.prompt = TINY_PROMPT if cfg.model is None else "search_r1"
 

@@ -60,6 +60,12 @@ EXTRA_ARMS = ("rs_sft", "grpo_majority", "grpo_critique")
 ALL_ARMS = ARMS + EXTRA_ARMS
 REGULARISED = ("grpo_kl", "grpo_ent", "grpo_klcov")  # arms with a term that acts on every sampled choice
 EVAL_SPLITS = ("train", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
+EVAL_SPLITS_V3 = (*EVAL_SPLITS, "shift_renamed", "shift_homonym")  # generator version >= 3: former names
+
+
+def eval_splits(world_version: int | None) -> tuple[str, ...]:
+    """The evaluated splits of a world of this generator version (None: the embedded default world's)."""
+    return EVAL_SPLITS_V3 if (world_version or 0) >= 3 else EVAL_SPLITS
 
 
 @dataclass
@@ -67,6 +73,8 @@ class StrategyConfig:
     # --- world and env
     world_seed: int = 0                 # seed of the world
     n_entities: int | None = None       # None: the embedded default world (gym.make's); else a generated world
+    world_version: int | None = None    # generator version of a generated world (None: World.generate's default;
+    #                                     the squeeze experiment passes 3, its world with shift_homonym)
     preset: str = "squeeze"             # env settings (searchgym.envs.presets)
     num_envs: int = 32                  # vector-env slots for the outcome precompute
     splits: tuple[str, ...] = EVAL_SPLITS  # train first; the others are evaluated only
@@ -136,9 +144,18 @@ class Outcomes:
 def _world(cfg: StrategyConfig) -> Any:
     from searchgym.data import World, default_world
 
-    if cfg.n_entities is None:
+    if _embedded(cfg):
         return default_world(cfg.world_seed)
-    return World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities)
+    from searchgym.data.world.world import DEFAULT_N_ENTITIES, GENERATOR_VERSION
+
+    return World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities or DEFAULT_N_ENTITIES,
+                          version=cfg.world_version or GENERATOR_VERSION)
+
+
+def _embedded(cfg: StrategyConfig) -> bool:
+    from searchgym.data.world.world import GENERATOR_VERSION
+
+    return cfg.n_entities is None and cfg.world_version in (None, GENERATOR_VERSION)
 
 
 def _vector_env(cfg: StrategyConfig, world: Any, split: str, n: int) -> Any:
@@ -146,7 +163,7 @@ def _vector_env(cfg: StrategyConfig, world: Any, split: str, n: int) -> Any:
     from searchgym.envs.vector import SearchVectorEnv
 
     kw = get_preset(cfg.preset)
-    if cfg.n_entities is None:
+    if _embedded(cfg):
         return SearchVectorEnv(num_envs=min(cfg.num_envs, n), split=split, world_seed=cfg.world_seed, **kw)
     return SearchVectorEnv(num_envs=min(cfg.num_envs, n), dataset=list(world.split(split)),
                            retriever=_retriever_for(world), split=split, **kw)
@@ -200,14 +217,15 @@ def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = Non
 
 @functools.lru_cache(maxsize=4)
 def _cached_outcomes(world_seed: int, n_entities: int | None, preset: str, splits: tuple[str, ...],
-                     num_envs: int) -> Outcomes:
+                     num_envs: int, world_version: int | None = None) -> Outcomes:
     cfg = StrategyConfig(world_seed=world_seed, n_entities=n_entities, preset=preset, splits=splits,
-                         num_envs=num_envs)
+                         num_envs=num_envs, world_version=world_version)
     return compute_outcomes(cfg)
 
 
 def outcomes_for(cfg: StrategyConfig) -> Outcomes:
-    return _cached_outcomes(cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs)
+    return _cached_outcomes(cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs,
+                            cfg.world_version)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -631,5 +649,5 @@ def with_overrides(cfg: StrategyConfig, **kw: Any) -> StrategyConfig:
     return replace(cfg, **kw)
 
 
-__all__ = ["ALL_ARMS", "ARMS", "EVAL_SPLITS", "EXTRA_ARMS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
+__all__ = ["ALL_ARMS", "ARMS", "EVAL_SPLITS", "EVAL_SPLITS_V3", "eval_splits", "EXTRA_ARMS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
            "policy_stats", "run_strategy_experiment", "with_overrides"]

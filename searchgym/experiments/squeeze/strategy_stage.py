@@ -24,8 +24,19 @@ FILE = "strategy_policy.json"
 def strategy_config(cfg: Any) -> Any:
     from searchgym.experiments.squeeze.strategy_policy import StrategyConfig
 
-    return StrategyConfig(world_seed=cfg.world_seed, n_entities=cfg.n_entities, seeds=cfg.strategy_seeds,
-                          arms=tuple(cfg.strategy_arms), steps=cfg.strategy_steps)
+    return StrategyConfig(**world_kwargs(cfg), seeds=cfg.strategy_seeds, arms=tuple(cfg.strategy_arms),
+                          steps=cfg.strategy_steps)
+
+
+def world_kwargs(cfg: Any) -> dict[str, Any]:
+    """The StrategyConfig fields that make the squeeze run's world and env: seed, size, generator version,
+    preset and the world's splits (shared by the strategy and the contextual stage, so the outcomes are computed
+    once)."""
+    from searchgym.experiments.squeeze.strategy_policy import eval_splits
+
+    version = getattr(cfg, "world_version", None)
+    return {"world_seed": cfg.world_seed, "n_entities": cfg.n_entities, "world_version": version,
+            "preset": getattr(cfg, "env_preset", "squeeze"), "splits": eval_splits(version)}
 
 
 RESULT_FORMAT = 2  # 2: every ``ci`` is the interval [lo, hi] (1: its half-width); a saved result of another
@@ -94,7 +105,7 @@ def contextual_config(cfg: Any) -> Any:
     arms = getattr(cfg, "contextual_arms", None)
     return ContextualConfig(seeds=cfg.contextual_seeds, steps=cfg.contextual_steps,
                             **({"arms": tuple(arms)} if arms else {}),
-                            base={"world_seed": cfg.world_seed, "n_entities": cfg.n_entities})  # = strategy_config's
+                            base=world_kwargs(cfg))  # = strategy_config's
 
 
 def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
