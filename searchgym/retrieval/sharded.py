@@ -373,6 +373,7 @@ def build_sharded_index(
 _kernel: Any = None
 _maxscore: Any = None
 _sift_down: Any = None
+_seek: Any = None
 _kernel_lock = threading.Lock()
 
 
@@ -449,7 +450,7 @@ def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
 
 
 def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
-                 n_docs: int, tbound: np.ndarray, k: int, acc: np.ndarray, mark: np.ndarray, touched: np.ndarray,
+                 n_docs: int, tbound: np.ndarray, k: int, acc: np.ndarray, touched: np.ndarray,
                  out_s: np.ndarray, out_r: np.ndarray, out_n: np.ndarray) -> int:
     """A batch of queries on one shard with MaxScore pruning (Turtle & Flood 1995), exact to the last bit.
 
@@ -489,7 +490,8 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     pos_s = np.empty(maxm, np.int64)
     scount = np.empty(maxm, np.float64)
     c = np.empty(maxm, np.float32)
-    cap = max(4 * k, 128)
+    scur = np.empty(maxm, np.int64)
+    cap = max(3 * k, 32)  # passages scored exactly for the first lower bound
     cand = np.empty(cap, np.int64)
     seeds = np.empty(cap, np.float32)
     best = np.empty(k, np.float32)
@@ -579,19 +581,15 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
                 ncand += 1
         cand[:ncand].sort()
         nseed = 0
+        for i in range(nu):
+            scur[i] = cur[i]
         for j in range(ncand):
             d = cand[j]
             if j > 0 and d == cand[j - 1]:
                 continue
-            for i in range(nu):
-                lo = cur[i]
-                hi = end[i]
-                while lo < hi:
-                    mid = (lo + hi) >> 1
-                    if indices[mid] < d:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+            for i in range(nu):  # the candidates ascend: each term's cursor only moves forward
+                lo = _seek(indices, scur[i], end[i], d)
+                scur[i] = lo
                 c[i] = data[lo] if lo < end[i] and indices[lo] == d else 0
             sc = np.float32(0.0)
             for p in range(m):
@@ -617,13 +615,13 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
                 if d < 0 or d >= n_docs:
                     for jj in range(n):
                         acc[touched[jj]] = 0
-                        mark[touched[jj]] = False
                     return -1
-                if not mark[d]:
-                    mark[d] = True
-                    touched[n] = d
-                    n += 1
-                acc[d] += w * data[j]
+                v = w * data[j]
+                if v > 0:  # a passage is listed once, when its partial score turns positive
+                    if acc[d] == 0:
+                        touched[n] = d
+                        n += 1
+                    acc[d] += v
         # 2. a better lower bound of the k-th score: the k-th best partial score (contributions are >= 0, so a
         # partial score, less its float32 rounding, is at most the full one); then the candidates: passages
         # whose partial score plus the rest's bound can reach that bound
@@ -665,7 +663,6 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
             d = touched[jj]
             ub = (np.float64(acc[d]) * slack + rest) * slack
             acc[d] = 0
-            mark[d] = False
             if not ub < seed:
                 touched[nc] = d
                 nc += 1
@@ -682,22 +679,8 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
                     pruned = True
                     break
                 c[i] = 0
-                lo = cur[i]
-                hi = end[i]
-                if lo < hi and indices[lo] < d:  # gallop to the first posting >= d, then bisect
-                    step = 1
-                    while lo + step < hi and indices[lo + step] < d:
-                        lo += step
-                        step *= 2
-                    hi = min(lo + step, hi)
-                    lo += 1
-                    while lo < hi:
-                        mid = (lo + hi) >> 1
-                        if indices[mid] < d:
-                            lo = mid + 1
-                        else:
-                            hi = mid
-                    cur[i] = lo
+                lo = _seek(indices, cur[i], end[i], d)
+                cur[i] = lo
                 if lo < end[i] and indices[lo] == d:
                     c[i] = data[lo]
                     known += scount[i] * c[i]
@@ -739,6 +722,25 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     return 0
 
 
+def _seek_py(indices: np.ndarray, lo: int, hi: int, d: int) -> int:
+    """The first position in ``lo..hi`` whose row is >= ``d`` (``hi`` if none): gallop from ``lo``, then
+    bisect, so a cursor moving forward over a sorted posting list costs the log of each step, not of the list."""
+    if lo < hi and indices[lo] < d:
+        step = 1
+        while lo + step < hi and indices[lo + step] < d:
+            lo += step
+            step *= 2
+        hi = min(lo + step, hi)
+        lo += 1
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if indices[mid] < d:
+                lo = mid + 1
+            else:
+                hi = mid
+    return lo
+
+
 def _sift_down_py(hs: np.ndarray, hr: np.ndarray, c: int, size: int, sc: Any, d: Any) -> None:
     """Put (sc, d) at heap slot ``c`` of a min-heap of ``size`` by (score asc, row desc) and sift it down."""
     while True:
@@ -771,18 +773,19 @@ def _get_maxscore() -> Any:
 
 
 def _compile() -> None:
-    global _kernel, _maxscore, _sift_down
+    global _kernel, _maxscore, _sift_down, _seek
     if _kernel is None:
         with _kernel_lock:
             if _kernel is None:
                 try:
                     import numba
                 except ImportError:  # install searchgym[fast] for numba
-                    _sift_down, _maxscore, _kernel = _sift_down_py, _maxscore_py, _score_py
+                    _sift_down, _seek, _maxscore, _kernel = _sift_down_py, _seek_py, _maxscore_py, _score_py
                     return
                 for cache in (True, False):
                     try:
                         _sift_down = numba.njit(nogil=True, cache=cache)(_sift_down_py)
+                        _seek = numba.njit(nogil=True, cache=cache)(_seek_py)
                         _maxscore = numba.njit(nogil=True, cache=cache)(_maxscore_py)
                         _kernel = numba.njit(nogil=True, cache=cache)(_score_py)
                         break
@@ -829,7 +832,7 @@ class _Shard:
         nq = len(qptr) - 1
         out_s, out_r, out_n = np.empty((nq, k), np.float32), np.empty((nq, k), np.int64), np.empty(nq, np.int64)
         rc = _get_maxscore()(qids, qptr, self.data, self.indices, self.indptr, self.n, self.bounds(), k,
-                             bufs["acc"][: self.n], bufs["mark"][: self.n], bufs["touched"], out_s, out_r, out_n)
+                             bufs["acc"][: self.n], bufs["touched"], out_s, out_r, out_n)
         if rc < 0:
             raise IndexCorruptError(f"{self.label}: a term's offsets or a passage id are out of range (the "
                                     "shard is damaged); rebuild the index")
