@@ -16,11 +16,13 @@ The work happens in ``.<name>.building/`` next to the output; ``state.json`` the
 finished shard, so a killed build started again with the same corpus and parameters redoes only the unfinished
 shards. The finished directory is swapped into place atomically, as every other index build.
 
-Search (``ShardedBM25Retriever``, registered as backend ``bm25_sharded``): each shard scores a query in a
-numba kernel (``nogil``, so shards run in parallel threads with ``n_threads > 1``), keeps its top k by
-(score descending, row ascending) and the shards' lists are merged by the same order. Since each shard scores
-exactly as the unsharded index and ties break by row everywhere, the merged top k is the unsharded index's
-top k under that order, scores included. The kernel checks every offset and document id it reads, so a
+Search (``ShardedBM25Retriever``, registered as backend ``bm25_sharded``): each shard scores a batch of
+queries in one numba call (``nogil``, so shards run in parallel threads with ``n_threads > 1``), keeps its top
+k by (score descending, row ascending) and the shards' lists are merged by the same order. Since each shard
+scores exactly as the unsharded index and ties break by row everywhere, the merged top k is the unsharded
+index's top k under that order, scores included. The kernel prunes with MaxScore (:func:`_maxscore_py`):
+common terms that cannot lift a passage into the top k alone are looked up per candidate rather than scanned,
+and every score it returns is summed exactly as the exhaustive kernel (:func:`_score_py`) sums it. The kernel checks every offset and document id it reads, so a
 damaged shard raises IndexCorruptError naming the shard instead of reading out of bounds, without a pass over
 the arrays at load time (``load_index`` with ``verify=True``, the default, also checksums every file).
 """
@@ -460,16 +462,26 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     term in over half the passages). Returns 0, or -1 when an offset or a row id is out of range.
 
     ``tbound[t]`` caches term ``t``'s largest score in this shard (NaN: not yet known, computed here on first
-    use; -1: the term has a negative score). Distinct terms are ordered by their bound (times their count in
-    the query); the lowest ones whose summed bound cannot lift a passage to the current k-th score are
-    *non-essential*: the passages are walked in row order over the other, *essential* terms' postings only
-    (document at a time), and a non-essential term's posting of a passage is found by galloping search, and
-    only while the passage's known score plus the remaining bounds can still reach the k-th score.
+    use, a benign race between threads that write the same value; -1: the term has a negative score). A term's
+    bound is that times its count in the query. Per query:
 
-    Exactness: a passage that is not pruned gets its contributions summed in float32 in query order, as bm25s
-    and the exhaustive kernel sum them, so its score is bit-identical. Pruning compares float64 sums of the
-    bounds, widened by ``slack`` to cover float32 rounding of up to ``m`` additions, with ``<=`` the k-th
-    score: passages come in ascending row order, so one that only ties the k-th score never displaces it.
+    0. *seed*: the passages of the rarest terms (at most ``max(3k, 32)``) are scored exactly; the k-th best
+       is a lower bound of the k-th score;
+    1. the terms, by bound ascending, whose bounds sum to less than ``_NON_ESSENTIAL`` x the seed are
+       *non-essential* (a passage holding only those cannot reach the top k); the others' postings are summed
+       term at a time into ``acc`` (float32, any order: an approximate partial score);
+    2. the k-th best partial score, less its rounding, is a better lower bound (contributions are >= 0);
+       the candidates are the passages whose partial score plus the non-essential bound reaches it;
+    3. the candidates, in row order, are scored by finding each term's posting by galloping search, highest
+       bound first, stopping as soon as the known part plus the bounds of the terms left cannot reach the
+       k-th score (the heap's, once it holds k, or the lower bound).
+
+    Exactness: a passage scored in step 3 (or 0) has its contributions summed in float32 in query order, as
+    bm25s and the exhaustive kernel sum them, so its score is bit-identical. Every bound is a float64 sum
+    widened by ``slack`` (more than the float32 rounding of ``m`` additions can move a score) and is compared
+    strictly (``<``) with a lower bound, since a passage that ties the k-th score may still win on its row,
+    except in step 3, where the rows ascend: a passage that only ties the heap's k-th score comes after it
+    and cannot displace it, so ``<=`` is exact there. ``acc`` is left all zero.
     """
     n_nnz = indices.shape[0]
     n_terms = indptr.shape[0] - 1
