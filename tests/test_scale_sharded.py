@@ -3,6 +3,7 @@ damaged shards named in a typed error, duplicate ids, constant-memory streaming 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -294,7 +295,7 @@ def test_maxscore_equals_the_exhaustive_kernel_and_the_unsharded_index(tmp_path,
     assert len(r.search("z599 unknownword", 50)) < 50  # k beyond the matches: all of them, no padding
     hits = r.search("z400 z401 z0", 20)
     row = {p.id: i for i, p in enumerate(zipf_corpus)}
-    for a, b in zip(hits, hits[1:]):  # ties broken by row, across shards
+    for a, b in itertools.pairwise(hits):  # ties broken by row, across shards
         assert a.score > b.score or (a.score == b.score and row[a.id] < row[b.id])
     assert r.search("unknown words only", 5) == [] and r.search("", 5) == []
 

@@ -488,8 +488,7 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     nq = qptr.shape[0] - 1
     maxm = 1
     for q in range(nq):
-        if qptr[q + 1] - qptr[q] > maxm:
-            maxm = qptr[q + 1] - qptr[q]
+        maxm = max(maxm, qptr[q + 1] - qptr[q])
     uterm = np.empty(maxm, np.int64)
     ucount = np.empty(maxm, np.int64)
     ubound = np.empty(maxm, np.float64)
@@ -538,13 +537,12 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
             if s < 0 or e < s or e > n_nnz:
                 return -1
             bd = tbound[t]
-            if bd != bd:
+            if np.isnan(bd):
                 mx = np.float32(0.0)
                 neg = False
                 for j in range(s, e):
                     v = data[j]
-                    if v > mx:
-                        mx = v
+                    mx = max(mx, v)
                     if v < 0:
                         neg = True
                 bd = np.float32(-1.0) if neg else mx
@@ -668,8 +666,7 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
                             break
                     best[ch] = v
             low = np.float64(best[0]) / (slack * slack)
-            if low > seed:
-                seed = low
+            seed = max(seed, low)
         nc = 0
         for jj in range(n):
             d = touched[jj]
