@@ -10,6 +10,7 @@ is each phase's own:
 
     python scripts/bench_scale.py --sizes 100000            # a quick run
     python scripts/bench_scale.py --sizes 1000000 --shard-size 250000 --workdir /tmp/scale
+    python scripts/bench_scale.py --sizes 1000000 --compare --keep --skip-build   # MaxScore vs exhaustive kernel
 """
 
 from __future__ import annotations
@@ -71,6 +72,26 @@ def _time_queries(r, queries: list[str], batch: int, threads: int) -> dict:
     return {"qps": len(queries) / total, "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99)}
 
 
+def _time_pair(r, queries: list[str], batch: int, threads: int) -> dict:
+    """The exhaustive kernel and MaxScore on the same batches, alternating which goes first: wall-clock q/s,
+    p50/p99 per batch, and q/s per CPU-second of this process (less sensitive to other jobs on the machine)."""
+    lat: dict[bool, list[float]] = {False: [], True: []}
+    cpu = {False: 0.0, True: 0.0}
+    for j, i in enumerate(range(0, len(queries), batch)):
+        for pruning in ((False, True) if j % 2 == 0 else (True, False)):
+            r.pruning = pruning
+            t, c = time.perf_counter(), time.process_time()
+            if batch == 1:
+                r.search(queries[i], K)
+            else:
+                r.batch_search(queries[i:i + batch], K, n_threads=threads)
+            cpu[pruning] += time.process_time() - c
+            lat[pruning].append(time.perf_counter() - t)
+    r.pruning = True
+    return {name: {"qps": len(queries) / sum(lat[p]), "cpu_qps": len(queries) / cpu[p], "p50_ms": _pct(lat[p], 50),
+                   "p99_ms": _pct(lat[p], 99)} for name, p in (("exhaustive", False), ("maxscore", True))}
+
+
 def phase_serve(a: argparse.Namespace) -> dict:
     from searchgym.retrieval import load_index
     from searchgym.retrieval.synth import synthetic_queries
@@ -82,11 +103,24 @@ def phase_serve(a: argparse.Namespace) -> dict:
     rss_load, anon_load = _rss_mb(), _rss_mb("RssAnon")
     r.warmup()
     qs = synthetic_queries(a.queries, vocab_size=a.vocab_size, seed=7)
-    out = {"load_s": load_s, "rss_after_load_mb": rss_load, "rss_before_mb": rss0, "shards": r.n_shards,
-           "single": _time_queries(r, qs[: a.single], 1, 1),
-           "batch64_1t": _time_queries(r, qs, 64, 1), "batch64_2t": _time_queries(r, qs, 64, 2),
-           "rss_after_queries_mb": _rss_mb(), "anon_after_queries_mb": _rss_mb("RssAnon"),
-           "file_after_queries_mb": _rss_mb("RssFile"), "anon_after_load_mb": anon_load}
+    out = {"load_s": load_s, "rss_after_load_mb": rss_load, "rss_before_mb": rss0, "shards": r.n_shards}
+    if a.compare:
+        # the first pass pays the page faults and each term's MaxScore bound (computed on its first query);
+        # then both kernels are timed on the same warm pages, batch by batch in turn, so that the load of a
+        # shared machine falls on both alike
+        out["batch64_1t_first_pass"] = _time_queries(r, qs, 64, 1)
+        out["compare"] = {"single": _time_pair(r, qs[: a.single], 1, 1), "batch64_1t": _time_pair(r, qs, 64, 1),
+                          "batch64_2t": _time_pair(r, qs, 64, 2)}
+        r.pruning = False
+        full = r.batch_search(qs, K)
+        r.pruning = True
+        pruned = r.batch_search(qs, K)
+        same = sum(1 for x, y in zip(full, pruned) if [(h.id, h.score) for h in x] == [(h.id, h.score) for h in y])
+        out["maxscore_vs_exhaustive"] = f"{same}/{len(qs)}"
+    out.update({"single": _time_queries(r, qs[: a.single], 1, 1),
+                "batch64_1t": _time_queries(r, qs, 64, 1), "batch64_2t": _time_queries(r, qs, 64, 2),
+                "rss_after_queries_mb": _rss_mb(), "anon_after_queries_mb": _rss_mb("RssAnon"),
+                "file_after_queries_mb": _rss_mb("RssFile"), "anon_after_load_mb": anon_load})
     if a.dump:
         res = r.batch_search(qs[: a.parity_queries], K)
         Path(a.dump).write_text(json.dumps([[(h.id, h.score) for h in hits] for hits in res]))
@@ -191,7 +225,8 @@ def _time_queries_router(r, queries: list[str]) -> dict:
 def _run_phase(phase: str, a: argparse.Namespace, extra: list[str]) -> dict:
     cmd = [sys.executable, __file__, "--phase", phase, "--corpus", str(a.corpus), "--index", str(a.index),
            "--shard-size", str(a.shard_size), "--queries", str(a.queries), "--single", str(a.single),
-           "--vocab-size", str(a.vocab_size), "--parity-queries", str(a.parity_queries), *extra]
+           "--vocab-size", str(a.vocab_size), "--parity-queries", str(a.parity_queries),
+           *(["--compare"] if a.compare else []), *extra]
     r = subprocess.run(cmd, check=False, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"phase {phase} failed:\n{r.stderr[-3000:]}")
@@ -212,6 +247,9 @@ def main() -> None:
     ap.add_argument("--router", action="store_true", help="also serve each shard with `searchgym serve` and "
                                                           "query them through a ShardRouter")
     ap.add_argument("--skip-build", action="store_true", help="reuse an index kept by an earlier --keep run")
+    ap.add_argument("--compare", action="store_true", help="also time the exhaustive kernel (pruning off) in the "
+                                                           "same process and count identical top-10s")
+    ap.add_argument("--no-reference", action="store_true", help="skip the unsharded reference and its parity")
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--index", type=Path, help=argparse.SUPPRESS)
@@ -244,7 +282,8 @@ def main() -> None:
         print(f"[{n:,}] served: {s}", file=sys.stderr)
         rt = _run_phase("router", a, ["--dump", str(dump)]) if a.router else None
         print(f"[{n:,}] router: {rt}", file=sys.stderr)
-        ref = _run_phase("reference", a, ["--dump", str(dump)]) if n <= a.parity_max else None
+        ref = _run_phase("reference", a, ["--dump", str(dump)]) if n <= a.parity_max and not a.no_reference \
+            else None
         print(f"[{n:,}] reference: {ref}", file=sys.stderr)
         rows.append((n, b, s, ref, rt))
         if not a.keep:
@@ -264,6 +303,17 @@ def main() -> None:
               f"{b1['qps']:.0f} ({b1['p50_ms']:.0f}/{b1['p99_ms']:.0f}) | "
               f"{b2['qps']:.0f} ({b2['p50_ms']:.0f}/{b2['p99_ms']:.0f}) | "
               f"{ref['parity'] if ref else 'not run'} |")
+        if "compare" in s:
+            c, fp = s["compare"], s["batch64_1t_first_pass"]
+            for name, label in (("exhaustive", "exhaustive kernel (before)"), ("maxscore", "MaxScore (after)")):
+                cg, c1, c2 = c["single"][name], c["batch64_1t"][name], c["batch64_2t"][name]
+                print(f"| {n:,} | sharded, {label}, batches in turn with the other | – | – | – | – | – | "
+                      f"{cg['qps']:.0f} ({cg['p50_ms']:.1f}/{cg['p99_ms']:.1f}); {cg['cpu_qps']:.0f} per CPU-s | "
+                      f"{c1['qps']:.0f} ({c1['p50_ms']:.0f}/{c1['p99_ms']:.0f}); {c1['cpu_qps']:.0f} per CPU-s | "
+                      f"{c2['qps']:.0f} ({c2['p50_ms']:.0f}/{c2['p99_ms']:.0f}) | "
+                      f"MaxScore = exhaustive: {s['maxscore_vs_exhaustive']} |")
+            print(f"| {n:,} | sharded, MaxScore, first pass (cold pages, bounds computed on first use) | – | – | – | "
+                  f"– | – | – | {fp['qps']:.0f} ({fp['p50_ms']:.0f}/{fp['p99_ms']:.0f}) | – | – |")
         if ref:
             rs, r1 = ref["single"], ref["batch64_1t"]
             print(f"| {n:,} | unsharded bm25s in memory (same run) | {ref['build_s']:.0f} | {ref['peak_mb']:.0f} | "

@@ -3,6 +3,7 @@ damaged shards named in a typed error, duplicate ids, constant-memory streaming 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -230,3 +231,96 @@ def test_streaming_build_memory_does_not_grow_with_the_corpus(tmp_path):
     text_mb = (tmp_path / "c180000.jsonl").stat().st_size / 1e6
     grew = peaks[180_000] - peaks[30_000]
     assert grew < 0.15 * text_mb, (peaks, text_mb)
+
+
+# -- MaxScore pruning: exactly the exhaustive kernel's results --------------------------------------------
+def _zipf_corpus(n: int = 4000, seed: int = 3) -> list[Passage]:
+    """Zipfian words, so queries mix long low-IDF posting lists (pruned) with short high-IDF ones; plus
+    identical passages spread over the corpus (exact ties) and passages holding one word many times."""
+    rnd = random.Random(seed)
+    words = [f"z{i}" for i in range(600)]
+    weights = [1 / (r + 1) ** 1.1 for r in range(600)]
+    ps = [Passage(str(i), "", " ".join(rnd.choices(words, weights=weights, k=rnd.randint(1, 40))))
+          for i in range(n)]
+    for j in range(15):
+        ps.insert(rnd.randrange(len(ps)), Passage(f"tie{j}", "", "z0 z1 z2 z400 z401"))
+    for j in range(5):
+        ps.insert(rnd.randrange(len(ps)), Passage(f"rep{j}", "", " ".join(["z3"] * (5 + j))))
+    return ps
+
+
+def _zipf_queries(n: int = 150, seed: int = 5) -> list[str]:
+    rnd = random.Random(seed)
+    weights = [1 / (r + 1) ** 1.1 for r in range(600)]
+    qs = [" ".join(rnd.choices([f"z{i}" for i in range(600)], weights=weights, k=rnd.randint(1, 9)))
+          for _ in range(n)]
+    return qs + [
+        "z0 z1 z2 z3 z4",                 # only common terms
+        "z590 z597 z599",                 # only rare terms
+        "z0 z0 z0 z1 z598 z598",          # terms repeated in the query
+        "z400 z401 z0",                   # the tie passages
+        "unknown words only", "",         # out of vocabulary, empty
+        "z599 unknownword",               # one rare term, fewer matches than k
+        "z3",                             # one term: no pruning possible, ties broken by row
+    ]
+
+
+@pytest.fixture(scope="module")
+def zipf_corpus() -> list[Passage]:
+    return _zipf_corpus()
+
+
+@pytest.mark.parametrize("method", ["lucene", "atire", "robertson"])
+@pytest.mark.parametrize("n_shards", [1, 3, 8])
+def test_maxscore_equals_the_exhaustive_kernel_and_the_unsharded_index(tmp_path, zipf_corpus, method, n_shards):
+    """Ids and scores, ties included, for common-only, rare-only, repeated, out-of-vocabulary and empty
+    queries and k beyond the matches; robertson's negative IDF (a term in over half the passages) takes the
+    exhaustive kernel for that query."""
+    ref = BM25Retriever(zipf_corpus, method=method, backend="numpy")
+    r = load_index(build_index(zipf_corpus, tmp_path / "ix", shards=n_shards, method=method, show_progress=False))
+    assert r.pruning
+    qs = _zipf_queries()
+    few = ["z599 unknownword", "z590 z597 z599", "z400 z401 z0", "z0 z0 z0 z1 z598 z598"]
+    for k, batch in ((1, qs), (3, qs), (10, qs), (50, qs), (len(zipf_corpus) + 10, few)):
+        r.pruning = True
+        pruned = r.batch_search(batch, k)
+        r.pruning = False
+        full = r.batch_search(batch, k)
+        for q, a, b in zip(batch, pruned, full):
+            assert [(h.id, h.score) for h in a] == [(h.id, h.score) for h in b], (q, k)
+        if k in (3, 50) or batch is few:
+            for q, a in zip(batch, pruned):
+                assert [(h.id, h.score) for h in a] == _expected(ref, zipf_corpus, q, k), (q, k)
+    r.pruning = True
+    assert len(r.search("z599 unknownword", 50)) < 50  # k beyond the matches: all of them, no padding
+    hits = r.search("z400 z401 z0", 20)
+    row = {p.id: i for i, p in enumerate(zipf_corpus)}
+    for a, b in itertools.pairwise(hits):  # ties broken by row, across shards
+        assert a.score > b.score or (a.score == b.score and row[a.id] < row[b.id])
+    assert r.search("unknown words only", 5) == [] and r.search("", 5) == []
+
+
+def test_maxscore_pure_python_kernel_matches_the_compiled_one(tmp_path, zipf_corpus):
+    """Without numba the same kernel runs as Python: same results (a handful of queries: it is slow)."""
+    from searchgym.retrieval import sharded as sh
+
+    r = load_index(build_index(zipf_corpus[:800], tmp_path / "ix", shards=2, show_progress=False))
+    qs = ["z0 z1 z2 z3 z4", "z5 z0 z0 z77", "z400 z401 z0", "z3"]
+    encoded = [np.asarray(r._qenc.ids(q), dtype=np.int64) for q in qs]
+    qptr = np.zeros(len(qs) + 1, np.int64)
+    np.cumsum([len(q) for q in encoded], out=qptr[1:])
+    qids = np.concatenate(encoded)
+    for shard in r._shards:
+        want = shard.topk_batch(qids, qptr, 7, r._bufs())
+        out = (np.empty((len(qs), 7), np.float32), np.empty((len(qs), 7), np.int64), np.empty(len(qs), np.int64))
+        bufs = r._bufs()
+        rc = sh._maxscore_py(qids, qptr, shard.data, shard.indices, shard.indptr, shard.n,
+                             np.full(len(shard.indptr) - 1, np.nan, np.float32), 7, bufs["acc"][: shard.n],
+                             bufs["touched"], *out)
+        assert rc == 0
+        for q in range(len(qs)):
+            n = int(want[2][q])
+            assert int(out[2][q]) == n
+            assert out[0][q, :n].tolist() == want[0][q, :n].tolist()
+            assert out[1][q, :n].tolist() == want[1][q, :n].tolist()
+        assert not bufs["acc"].any()  # the scratch space is left clean for the next query
