@@ -190,9 +190,15 @@ def competence(cfg: Any, start_eval: dict) -> dict[str, Any]:
     are not independent); ``passed`` is False when the run evaluated no test split."""
     from searchgym.experiments.squeeze.stats import wilson
 
+    gate = float(getattr(cfg, "competence_gate", 0.3))
+    g = start_eval.get("gate")
+    if g and g.get("questions"):  # the gate's own, larger pool of test questions (cfg.gate_questions)
+        ci = [float(x) for x in g["ci"]]
+        return {"test_success": g["success"], "gate": gate, "questions": g["questions"], "ci": ci,
+                "lower_bound": ci[0], "successes": g.get("successes"), "samples": g.get("samples"),
+                "source": g.get("source"), "gated_on": "wilson_lower_bound", "passed": bool(ci[0] >= gate)}
     test = start_eval.get("test") or {}
     ts = test.get("success")
-    gate = float(getattr(cfg, "competence_gate", 0.3))
     n = test.get("questions") or (test.get("episodes", 0) // max(1, int(start_eval.get("k") or 1)))
     ci = list(wilson(float(ts) * n, n)) if ts is not None and n else None
     lower = ci[0] if ci else None
