@@ -118,7 +118,13 @@ def test_the_shipped_start_is_intact_and_fits_the_quick_preset():
     questions, and built for the quick preset's world and recipe (after a change to the world or the demonstrator
     this fails: regenerate with the manifest's command)."""
     from searchgym.experiments.squeeze.config import SqueezeConfig
-    from searchgym.experiments.squeeze.start import SHIPPED_DIR, key_diff, read_manifest, start_key, verify_files
+    from searchgym.experiments.squeeze.start import (
+        SHIPPED_DIR,
+        key_diff,
+        read_manifest,
+        start_key,
+        verify_files,
+    )
 
     m = read_manifest()
     assert m is not None, f"no shipped start in {SHIPPED_DIR}"

@@ -125,6 +125,11 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         else:
             log(f"[2/6] SFT start: the shipped one ({shipped}; {why})")
             sft_model = shipped
+            from searchgym.experiments.squeeze.start import read_manifest
+
+            built = (read_manifest(shipped) or {}).get("build") or {}
+            if "sft" in built:  # the demonstrations' figures (summary "demos", world.demo_share) come with it
+                mark("sft", {**built["sft"], "time_s": 0.0, "source": "shipped"})
             mark("start", {"source": "shipped", "path": str(shipped)})
     elif cfg.start_from:
         sft_model = Path(cfg.start_from)
@@ -278,7 +283,8 @@ def only_start_summary(cfg: SqueezeConfig, ctx: Context, out: Path, sft_model: P
     if cfg.ship_start:
         if not comp["passed"]:
             log("WARNING: shipping an SFT start that FAILS the competence gate")
-        dest = ship(sft_model, key, start_eval.get("gate"))
+        build = {k: v for k, v in stages.items() if k in ("base_model", "pretrain", "sft")}
+        dest = ship(sft_model, key, start_eval.get("gate"), build=build)
         res["shipped"] = str(dest)
         log(f"shipped the SFT start to {dest}")
     _write_json(out / "start.json", res)

@@ -145,9 +145,10 @@ def gate_eval(ctx: Any, model_dir: Path, *, questions: int, samples: int, seed: 
 
 
 def ship(model_dir: Path, key: dict[str, Any], gate: dict[str, Any] | None, dest: Path | None = None,
-         *, command: str | None = None) -> Path:
+         *, command: str | None = None, build: dict[str, Any] | None = None) -> Path:
     """Copy the start's files into ``dest`` (the package data) with ``start.json``: its key, gate figures, the
-    command that regenerates it and every file's SHA-256."""
+    command that regenerates it, every file's SHA-256 and ``build`` (the build's stage records: demonstration
+    shares, losses, times)."""
     dest = Path(dest or SHIPPED_DIR)
     tmp = dest.with_name(f".{dest.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -161,7 +162,7 @@ def ship(model_dir: Path, key: dict[str, Any], gate: dict[str, Any] | None, dest
     import torch
     import transformers
 
-    manifest = {"key": key, "gate": gate, "files": files,
+    manifest = {"key": key, "gate": gate, "files": files, "build": build or {},
                 "command": command or "searchgym squeeze --only-start --ship-start --out runs/start",
                 "built_with": {"torch": torch.__version__, "transformers": transformers.__version__}}
     (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")

@@ -302,6 +302,8 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         **({"passk": pk} if pk else {}),
         "entropy_law": entropy_law_block(cfg, arms),
         "dose": dose_block(arms, start),
+        "sft_start": stages.get("start"),  # where the arms started: trained in this run, or the shipped start
+        "stage_times_s": {k: v.get("time_s") for k, v in stages.items() if isinstance(v, dict) and "time_s" in v},
     }
 
 
