@@ -10,7 +10,7 @@ success rises by >= 0.15 over the start or the final KL to the start is >= 0.1; 
     python scripts/lm_dose.py --start runs/squeeze/sft/model            # a finished squeeze run's SFT start
     python scripts/lm_dose.py                                           # builds the default SFT start first
 
-``--start shipped`` is the package's SFT start (the default pipeline's; searchgym/experiments/squeeze/start/).
+``--start shipped`` is the package's SFT start (the default pipeline's; searchgym/experiments/squeeze/sft_start/).
 
 Prints one table per learning rate and a summary line; ``--json FILE`` keeps everything.
 """

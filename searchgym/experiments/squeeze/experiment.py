@@ -158,6 +158,10 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     start_eval_path = out / "start_eval" / "eval.json"
     if cfg.resume and start_eval_path.exists():
         start_eval = json.loads(start_eval_path.read_text())
+    elif cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
+        log("[4/6] the SFT start's competence gate")
+        start_eval = {"gate": start_gate(ctx, sft_model, shipped)}
+        _write_json(start_eval_path, start_eval)
     else:
         log("[4/6] evaluating the SFT start (train + shift splits)")
         t0 = time.time()
@@ -168,7 +172,9 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
             f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
     # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
-    passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+    if not cfg.only_start:
+        passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0,
+                    name="sft_start")
 
     from searchgym.experiments.squeeze.summary import competence
 

@@ -2,7 +2,7 @@
 demonstrations -> SFT), measure its competence gate, ship it as package data, and find a shipped start that fits
 a run.
 
-The default pipeline's start is shipped under ``searchgym/experiments/squeeze/start/`` (a few MB: safetensors,
+The default pipeline's start is shipped under ``searchgym/experiments/squeeze/sft_start/`` (a few MB: safetensors,
 tokenizer, config) with ``start.json``: the :func:`start_key` it was built under (world seed and size, world
 generator version and a fingerprint of the generated world, the demonstrator's strategy weights, the env
 settings, the tiny LM, pretraining and SFT recipes, the torch thread count), its gate figures and the SHA-256 of
@@ -32,7 +32,7 @@ import numpy as np
 
 from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
 
-SHIPPED_DIR = Path(__file__).parent / "start"
+SHIPPED_DIR = Path(__file__).parent / "sft_start"  # package data (pyproject, MANIFEST.in)
 MANIFEST = "start.json"
 BUILD_THREADS = 1  # torch intra-op threads of the build: part of what makes it reproducible bit-for-bit
 MODEL_FILES = ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
