@@ -91,6 +91,8 @@ def plot(res: dict[str, Any], path: Path) -> None:
             ax.plot([x for x, _ in pts], [y for _, y in pts], marker=".", label=f"lr {lr}")
         if k == "kl_to_start":
             ax.axhline(0.1, color="grey", ls="--", lw=1, label="KL 0.1 (moved)")
+            ax.set_yscale("symlog", linthresh=0.01)  # 0.01 .. 3 on one panel
+            ax.set_ylim(bottom=0)
         ax.set_title(title)
         ax.set_xlabel("GRPO step")
     axes[0].legend(fontsize=8)
