@@ -161,6 +161,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     elif cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
         log("[4/6] the SFT start's competence gate")
         start_eval = {"gate": start_gate(ctx, sft_model, shipped)}
+        start_eval_path.parent.mkdir(parents=True, exist_ok=True)
         _write_json(start_eval_path, start_eval)
     else:
         log("[4/6] evaluating the SFT start (train + shift splits)")
