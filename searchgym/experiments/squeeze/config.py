@@ -123,7 +123,7 @@ class SqueezeConfig:
             base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), start_from="shipped",
                        rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
-                       eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10,
+                       eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=10,
                        contextual_seeds=10, contextual_steps=30,
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
                        passk_questions=4, passk_splits=("test",))
