@@ -54,6 +54,8 @@ class SqueezeConfig:
     passage_chars: int = 200              # observation budget per passage (characters; 90 cut most answers off)
     demo_passes: int = 4                  # diverse-agent passes over the train questions (different strategies)
     demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
+    arm_demo_passes: int | None = None    # diverse-agent passes behind the continued-SFT arm's and the SFT
+    #                                       refresh's fresh demonstrations (None: demo_passes)
     tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
                                                                     num_layers=3, num_heads=4,
                                                                     intermediate_size=384))
@@ -120,7 +122,7 @@ class SqueezeConfig:
             raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         if name == "quick":
             # the default world and model recipe (so the shipped start fits), short arms and small eval pools
-            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), start_from="shipped",
+            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), start_from="shipped", arm_demo_passes=1,
                        rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
                        eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=10,
