@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo squeeze test test-slow test-integrations bench lint typecheck docs dist clean venv
+.PHONY: demo sft-start squeeze test test-slow test-integrations bench lint typecheck docs dist clean venv
 
 venv: $(STAMP)
 
@@ -22,14 +22,19 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 	@echo "venv ready: $(VENV)"
 
-# Each run writes a new directory (runs/demo-YYYYmmdd-HHMMSS): an earlier report is never deleted.
+# Each run writes a new directory (runs/demo-YYYYmmdd-HHMMSS): an earlier report is never deleted. The demo's
+# arms start from the SFT start shipped in the package (searchgym/experiments/squeeze/sft_start/).
 demo: $(STAMP)
 	@stamp=$$(date +%Y%m%d-%H%M%S); out=runs/demo-$$stamp; n=1; \
 	while [ -e $$out ]; do n=$$((n+1)); out=runs/demo-$$stamp-$$n; done; \
 	echo "demo run directory: $$out"; \
 	$(VENV)/bin/searchgym squeeze --quick --out $$out && echo "report: $$out/report.md ($$out/report.html)"
 
-# The full experiment (<= 45 min on 2 cores); its figures become the README headline.
+# Regenerate the shipped SFT start bit-for-bit from its seed (after a change to the world or the demonstrator).
+sft-start: $(STAMP)
+	$(VENV)/bin/searchgym squeeze --only-start --ship-start --out runs/start
+
+# The full experiment; its figures become the README headline.
 squeeze: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --out runs/squeeze --readme README.md
 

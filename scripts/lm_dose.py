@@ -6,9 +6,11 @@ start (k3 on the agent's tokens), token entropy by segment (reasoning / query / 
 tokens; before and after, success on a fixed pool of train questions. A learning rate *moves* the LM when train
 success rises by >= 0.15 over the start or the final KL to the start is >= 0.1; the smallest such is the dose.
 
+    python scripts/lm_dose.py --start shipped --lrs 3e-4,5e-4,1e-3 --steps 40 --plot docs/img/rl_dose.png
     python scripts/lm_dose.py --start runs/squeeze/sft/model            # a finished squeeze run's SFT start
-    python scripts/lm_dose.py --quick                                   # builds a --quick SFT start first
-    nice -n 10 python scripts/lm_dose.py --start ... --lrs 3e-4,5e-4,1e-3 --steps 40
+    python scripts/lm_dose.py                                           # builds the default SFT start first
+
+``--start shipped`` is the package's SFT start (the default pipeline's; searchgym/experiments/squeeze/sft_start/).
 
 Prints one table per learning rate and a summary line; ``--json FILE`` keeps everything.
 """
@@ -43,8 +45,8 @@ def pool_success(ctx: Any, model_dir: Path, questions: int, samples: int, seed: 
     return float(np.mean([e.em for e in eps]))
 
 
-def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 64,
-               samples: int = 2) -> dict[str, Any]:
+def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 128,
+               samples: int = 2, json_path: Path | None = None) -> dict[str, Any]:
     """GRPO at each learning rate from ``start``; returns per lr the per-step rows and the move criterion."""
     from searchgym.experiments.squeeze.stages import run_rl_arm
 
@@ -59,13 +61,45 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
         hist = run_rl_arm(ctx, "grpo", 1, start, d)
         s1 = pool_success(ctx, d / "final_model", questions, samples)
         rows = [{"step": int(r["step"]), **{k.split("/")[1]: r.get(k) for k in KEYS}} for r in hist]
+        first_moved = next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1), None)
         kl_last = next((r["kl_to_start"] for r in reversed(rows) if r["kl_to_start"] is not None), None)
         res["lrs"][f"{lr:g}"] = {"rows": rows, "success": s1, "success_change": s1 - s0, "kl_last": kl_last,
                                  "moved": bool(s1 - s0 >= 0.15 or (kl_last or 0) >= 0.1),
+                                 "first_step_kl_0.1": first_moved,
                                  "seconds": time.time() - t0}
+        print(f"lr {lr:g}: success {s0:.3f} -> {s1:.3f}, final KL {kl_last} ({time.time() - t0:.0f}s)", flush=True)
+        if json_path is not None:  # what finished survives an interrupted sweep
+            json_path.write_text(json.dumps(res, indent=1))
     moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
     res["dose_lr"] = min(moved) if moved else None
     return res
+
+
+def plot(res: dict[str, Any], path: Path) -> None:
+    """Per learning rate and step: rollout reward, KL to the start, token entropy of query tokens, forking share."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("reward", "rollout reward"), ("kl_to_start", "KL to the SFT start (per token)"),
+              ("token_entropy_query", "token entropy, query tokens"), ("forking_share", "forking-token share"))
+    fig, axes = plt.subplots(1, 4, figsize=(16, 3.6))
+    for ax, (k, title) in zip(axes, panels):
+        for lr, v in res["lrs"].items():
+            pts = [(r["step"], r[k]) for r in v["rows"] if r[k] is not None]
+            ax.plot([x for x, _ in pts], [y for _, y in pts], marker=".", label=f"lr {lr}")
+        if k == "kl_to_start":
+            ax.axhline(0.1, color="grey", ls="--", lw=1, label="KL 0.1 (moved)")
+            ax.set_yscale("symlog", linthresh=0.01)  # 0.01 .. 3 on one panel
+            ax.set_ylim(bottom=0)
+        ax.set_title(title)
+        ax.set_xlabel("GRPO step")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def _f(v: Any) -> str:
@@ -73,38 +107,39 @@ def _f(v: Any) -> str:
 
 
 def main() -> None:
-    from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
-    from searchgym.experiments.squeeze.stages import Context, pretrain_stage, warm_start
-    from searchgym.train.tiny_lm import create_tiny_lm, world_texts
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.stages import Context
+    from searchgym.experiments.squeeze.start import build_start, shipped_start
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--start", default=None, help="an SFT start (model directory); default: build one")
-    ap.add_argument("--quick", action="store_true", help="build the --quick recipe's start (minutes)")
+    ap.add_argument("--start", default=None, help="an SFT start (model directory, or `shipped`: the package's); "
+                                                  "default: build the default pipeline's")
     ap.add_argument("--lrs", default="3e-4,5e-4,1e-3")
     ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--questions", type=int, default=64, help="train-pool questions of the success figure")
+    ap.add_argument("--questions", type=int, default=128, help="train-pool questions of the success figure")
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="runs/dose")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", default=None, help="write the per-step curves to this PNG")
     a = ap.parse_args()
 
     import torch
 
     torch.set_num_threads(a.threads)
     out = Path(a.out)
-    cfg = SqueezeConfig.preset(a.quick, out=str(out), strategy_seeds=0)
+    cfg = SqueezeConfig.preset(out=str(out), strategy_seeds=0)
     ctx = Context(cfg, print)
-    start = Path(a.start) if a.start else out / "sft" / "model"
+    if a.start == "shipped":
+        start, why = shipped_start(cfg, ctx.world)
+        if start is None:
+            raise SystemExit(f"--start shipped: {why}")
+    else:
+        start = Path(a.start) if a.start else out / "sft" / "model"
     if not (start / "config.json").exists():
-        model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), out / "base_model", cfg.tiny,
-                                    seed=cfg.world_seed)
-        ctx.write_meta(out / "base_model")
-        if cfg.pretrain.max_steps:
-            pretrain_stage(ctx, model, tok, out / "pretrain")
-        warm_start(ctx, model, tok, out / "sft")
+        start, _ = build_start(ctx, out, print)
     res = dose_sweep(ctx, start, [float(x) for x in a.lrs.split(",")], a.steps, out, questions=a.questions,
-                     samples=a.samples)
+                     samples=a.samples, json_path=Path(a.json) if a.json else None)
     print(f"\nSFT start: train-pool success {res['start_success']:.3f} ({a.questions} questions x {a.samples})")
     for lr, v in res["lrs"].items():
         print(f"\nlr {lr}: success {v['success']:.3f} ({v['success_change']:+.3f}), final KL to start "
@@ -117,6 +152,8 @@ def main() -> None:
     print(f"\ndose (smallest lr that moves the LM): {res['dose_lr']}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))
+    if a.plot:
+        plot(res, Path(a.plot))
 
 
 if __name__ == "__main__":

@@ -151,6 +151,11 @@ def test_squeeze_quick_cli(tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert {"sft", "grpo", "grpo_klcov"} <= set(s["arms"])
     assert "**RL vs SFT" in r.output
+    # the demo runs its arms from the shipped SFT start, whose gate passes on its Wilson lower bound
+    assert s["sft_start"]["source"] == "shipped" and not (out / "pretrain").exists()
+    assert s["competence"]["passed"] and s["competence"]["questions"] >= 128
+    assert s["dose"]["grpo"]["kl_to_start"] and s["dose"]["grpo"]["train_success_change"] is not None
+    assert "COMPETENCE GATE FAILED" not in (out / "report.md").read_text()
     r2 = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out)])
     assert r2.exit_code == 0 and "| GRPO |" in r2.output
 

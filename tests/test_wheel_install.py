@@ -66,6 +66,8 @@ def test_wheel_and_sdist_carry_license_changelog_and_py_typed(dist):
     assert "searchgym/py.typed" in names
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
     assert "searchgym/integrations/configs/verl_search_tool.yaml" in names
+    for f in ("start.json", "model.safetensors", "tokenizer.json", "config.json"):  # the demo's SFT start
+        assert f"searchgym/experiments/squeeze/sft_start/{f}" in names
     meta = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     import searchgym
 
@@ -73,7 +75,8 @@ def test_wheel_and_sdist_carry_license_changelog_and_py_typed(dist):
     sdist = next(dist.glob("searchgym-*.tar.gz"))
     with tarfile.open(sdist) as tar:
         members = {m.split("/", 1)[1] for m in tar.getnames() if "/" in m}
-    assert {"LICENSE", "CHANGELOG.md", "README.md", "searchgym/py.typed", "pyproject.toml"} <= members
+    assert {"LICENSE", "CHANGELOG.md", "README.md", "searchgym/py.typed", "pyproject.toml",
+            "searchgym/experiments/squeeze/sft_start/model.safetensors"} <= members
 
 
 def test_wheel_imports_from_its_own_install_and_makes_the_env(fresh):

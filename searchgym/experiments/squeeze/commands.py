@@ -21,7 +21,15 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
     @app.command("squeeze")
     def squeeze_cmd(
-        quick: bool = typer.Option(False, "--quick", help="The <= 3 minute version (1 seed, 3 arms, small budgets)."),
+        quick: bool = typer.Option(False, "--quick", help="Alias of --preset quick."),
+        preset: str = typer.Option(None, "--preset", help="quick (<= 3 minutes: short RL arms from the shipped SFT "
+                                                          "start), default, or long (the RL dose that moves the "
+                                                          "LM; docs/squeeze.md 'The RL dose')."),
+        only_start: bool = typer.Option(False, "--only-start", help="Stop after the SFT start and its competence "
+                                                                    "gate (OUT/sft/model, OUT/start.json)."),
+        ship_start: bool = typer.Option(False, "--ship-start", help="With --only-start: copy the SFT start into "
+                                                                    "the package data (the start `make demo` "
+                                                                    "runs from)."),
         out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
         seeds: int = typer.Option(None, "--seeds", help="Seeds per LM arm (default 6; --quick: 1)."),
         model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
@@ -63,7 +71,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         from rich.console import Console
 
-        from searchgym.errors import SearchGymError
+        from searchgym.errors import ConfigError, SearchGymError
         from searchgym.experiments.squeeze import experiment as sq
 
         console = Console(stderr=True)
@@ -77,7 +85,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             _update_readme(readme, docs, sq.short_headline(p), text, console)
             return
         try:
-            cfg = sq.SqueezeConfig.preset(quick, out=str(out), seeds=seeds, model=model, device=device,
+            if quick and preset not in (None, "quick"):
+                raise ConfigError(f"--quick is --preset quick; it contradicts --preset {preset}")
+            if ship_start and not only_start:
+                raise ConfigError("--ship-start needs --only-start (the shipped start is built on its own)")
+            cfg = sq.SqueezeConfig.preset(quick, name=preset, out=str(out), seeds=seeds, model=model, device=device,
+                                          only_start=only_start or None, ship_start=ship_start or None,
                                           resume=resume, arms=_arms(arms), threads=threads, jobs=jobs,
                                           passk_max=passk_max,
                                           minibatches=minibatches, strategy_seeds=strategy_seeds,
@@ -93,6 +106,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         except SearchGymError as e:
             console.print(f"[red]{type(e).__name__}: {e}[/red]")
             raise typer.Exit(2) from e
+        if only_start:
+            return
         text = sq.headline(summary)
         typer.echo(text)
         _update_readme(readme, docs, sq.short_headline(summary), text, console)

@@ -17,6 +17,9 @@ from searchgym.train.tiny_lm import TinyLMConfig
 SHIFT_SPLITS = ("shift_phrasing", "shift_family", "shift_type", "shift_strategy", "shift_renamed", "shift_homonym")
 HELDOUT_SPLITS = ("test", *SHIFT_SPLITS)  # evaluated at one equal number of questions each
 TINY_PROMPT = "Question: {question}\n"
+PRESETS = ("quick", "default", "long")
+LONG_RL: dict[str, Any] = {"total_steps": 40, "learning_rate": 5e-4}  # twice the default dose (docs/squeeze.md,
+#                                       "The RL dose": KL to the start 0.34 at step 40 in the sweep)
 ARM_LABELS = {
     "sft": "SFT (continued, diverse demos)",
     "grpo": "GRPO",
@@ -58,6 +61,8 @@ class SqueezeConfig:
     passage_chars: int = 200              # observation budget per passage (characters; 90 cut most answers off)
     demo_passes: int = 4                  # diverse-agent passes over the train questions (different strategies)
     demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
+    arm_demo_passes: int | None = None    # diverse-agent passes behind the continued-SFT arm's and the SFT
+    #                                       refresh's fresh demonstrations (None: demo_passes)
     tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
                                                                     num_layers=3, num_heads=4,
                                                                     intermediate_size=384))
@@ -65,8 +70,10 @@ class SqueezeConfig:
     sft: SFTArgs = field(default_factory=lambda: SFTArgs(learning_rate=3e-3, max_steps=1500, batch_size=16,
                                                          micro_batch_size=8, warmup_steps=20,
                                                          final_lr_ratio=0.1, context_loss_weight=0.5))
+    # the dose (docs/squeeze.md "The RL dose"): lr 5e-4 x 20 steps moves the LM (per-token KL to the start >= 0.1
+    # from step 11 on, 0.17 at step 20); at 2e-4 it barely moved (KL 0.022), at 1e-3 it diverged (KL 2.9)
     rl: RLArgs = field(default_factory=lambda: RLArgs(total_steps=20, prompts_per_step=8, group_size=8,
-                                                      learning_rate=2e-4, max_new_tokens=20,
+                                                      learning_rate=5e-4, max_new_tokens=20,
                                                       micro_batch_size=32, checkpoint_every=10,
                                                       max_context=1024))
     minibatches: int = 4                  # optimizer steps (mini-batches) per rollout batch in every RL arm: with 1,
@@ -87,6 +94,15 @@ class SqueezeConfig:
     eval_temperature: float = 1.0         # sampling temperature for evaluation
     competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM
     #                                       findings are marked unusable (the run still finishes)
+    gate_questions: int = 256             # test questions of the gate (eval_samples each; its Wilson lower bound
+    #                                       is over questions: 0.375 on 128 has 0.296, on 256 0.317)
+    start_from: str | None = None         # None: train the SFT start; "shipped": the package's start when its key
+    #                                       matches this config (start.py), else train one (with a warning)
+    preset_name: str = "default"          # quick | default | long (PRESETS)
+    gate_questions_from_manifest: bool = True  # the shipped start's gate figures from its manifest when they were
+    #                                       measured the same way (questions, samples, temperature), not re-run
+    only_start: bool = False              # stop after the SFT start and its gate (--only-start)
+    ship_start: bool = False              # ... and copy it into the package data (--ship-start; start.py)
     resume: bool = False                  # skip finished stages, continue interrupted arms
     strategy_seeds: int = 20              # strategy-policy stage (run first; strategy_policy.py): seeds per arm,
     #                                       0 disables it
@@ -103,21 +119,28 @@ class SqueezeConfig:
     passk_seeds: int = 1                  # ... for the first this-many seeds of each arm (all seeds: 0)
 
     @classmethod
-    def preset(cls, quick: bool = False, **overrides: Any) -> SqueezeConfig:
-        if quick:
-            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), n_entities=2000, demo_passes=2,
-                       tiny=TinyLMConfig(vocab_size=1536, hidden_size=96, num_layers=3, num_heads=3,
-                                         intermediate_size=288, max_positions=768),
-                       pretrain=PretrainArgs(max_steps=120),
-                       sft=SFTArgs(learning_rate=3e-3, max_steps=140, batch_size=16, micro_batch_size=8,
-                                   warmup_steps=10, final_lr_ratio=0.1, context_loss_weight=0.5),
-                       rl=RLArgs(total_steps=18, prompts_per_step=8, group_size=8, learning_rate=3e-4,
-                                 max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=768),
-                       eval_questions=32, eval_shift_questions=12, eval_samples=4, strategy_seeds=10,
+    def preset(cls, quick: bool = False, *, name: str | None = None, **overrides: Any) -> SqueezeConfig:
+        """``name`` (or ``quick=True``, an alias of ``name="quick"``): one of :data:`PRESETS`.
+
+        quick: the <= 3 minute demo; it starts from the shipped SFT start (the default pipeline's, package data)
+        and runs short RL arms from it. long: the default run at the RL dose of docs/squeeze.md "The RL dose"."""
+        name = "quick" if quick else (name or "default")
+        if name not in PRESETS:
+            raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+        if name == "quick":
+            # the default world and model recipe (so the shipped start fits), short arms and small eval pools
+            base = cls(quick=True, seeds=1, arms=("sft", "grpo", "grpo_klcov"), start_from="shipped", arm_demo_passes=1,
+                       rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
+                                 max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
+                       eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=10,
                        contextual_seeds=10, contextual_steps=30,
-                       contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=32, passk_questions=6, passk_splits=("test",))
+                       contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
+                       passk_questions=4, passk_splits=("test",))
+        elif name == "long":
+            base = cls(rl=replace(cls().rl, **LONG_RL))
         else:
             base = cls()
+        base.preset_name = name
         for k, v in overrides.items():
             if v is None:
                 continue

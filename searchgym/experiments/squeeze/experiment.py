@@ -32,7 +32,6 @@ interrupted continues from its last checkpoint.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -49,7 +48,6 @@ from searchgym.experiments.squeeze.stages import (
     _write_json,
     evaluate,
     make_demos,
-    pretrain_stage,
     question_pool,
     run_rl_arm,
     run_sft_arm,
@@ -65,7 +63,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     import torch
 
     from searchgym.train.checkpoint import cleanup_partial
-    from searchgym.train.tiny_lm import count_parameters, create_tiny_lm, load_lm, world_texts
+    from searchgym.train.tiny_lm import count_parameters, load_lm
 
     cfg.validate()
     if cfg.threads:
@@ -103,70 +101,87 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
 
     _write_json(out / "config.json", asdict(cfg))
     # ---- 0. the strategy policy: exact and fast, so first (reused on --resume when its settings match)
-    from searchgym.experiments.squeeze.strategy_stage import run_strategy_stage
+    from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage, run_strategy_stage
 
-    strategy_res = run_strategy_stage(cfg, out, log)
-    from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage
-
-    contextual_res = run_contextual_stage(cfg, out, log)
+    strategy_res = None if cfg.only_start else run_strategy_stage(cfg, out, log)
+    contextual_res = None if cfg.only_start else run_contextual_stage(cfg, out, log)
     log(f"[1/6] world: {cfg.n_entities} entities, BM25 index")
     t0 = time.time()
     ctx = Context(cfg, log)
     log(f"      {len(ctx.world.passages)} passages, {len(ctx.world.split('train'))} train questions "
         f"({time.time() - t0:.1f}s)")
 
-    # ---- 2. the model
-    base_dir = out / "base_model"
-    stage2 = "[2/6]"  # the stage label is printed once: on the first line of the stage
-    if cfg.model is None:
-        if not (base_dir / "config.json").exists():
-            log(f"{stage2} tiny LM: training a tokenizer on the world, building the model")
-            stage2 = "     "
-            tmp = out / ".base_model.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp, cfg.tiny, seed=cfg.world_seed)
-            ctx.write_meta(tmp)
-            os.replace(tmp, base_dir)
-        start_src: str | Path = base_dir
-    else:
-        start_src = cfg.model
-    model, tok = load_lm(start_src, device=cfg.device)
-    n_params = count_parameters(model)
-    log(f"{stage2} model: {start_src} ({n_params / 1e6:.2f}M parameters)")
-
-    # ---- 2b. pretraining the tiny LM on the world (passages, train question/answer text)
-    pre_dir = out / "pretrain"
-    if cfg.model is None and cfg.pretrain.max_steps > 0:
-        if cfg.resume and stages.get("pretrain") and (pre_dir / "model" / "config.json").exists():
-            model, tok = load_lm(pre_dir / "model", device=cfg.device)
-        elif not (cfg.resume and stages.get("sft")):
-            log(f"      pretraining on the world's passages and train Q/A ({cfg.pretrain.max_steps} steps)")
-            mark("pretrain", pretrain_stage(ctx, model, tok, pre_dir))
-
-    # ---- 3. demonstrations + SFT warm start
+    # ---- 2-3. the SFT start: the shipped one (package data) when asked for and it fits, else built here
     sft_dir = out / "sft"
     sft_model = sft_dir / "model"
-    if not (cfg.resume and stages.get("sft")):
-        log("[3/6] demonstrations (diverse heuristic agent) and SFT warm start")
-        mark("sft", warm_start(ctx, model, tok, sft_dir))
+    shipped = None
+    if cfg.start_from == "shipped":
+        from searchgym.experiments.squeeze.start import shipped_start
+
+        shipped, why = shipped_start(cfg, ctx.world)
+        if shipped is None:
+            log(f"WARNING: not using the shipped SFT start: {why}. Training this run's own start instead "
+                "(pretraining + SFT; minutes, not the demo's seconds).")
+        else:
+            log(f"[2/6] SFT start: the shipped one ({shipped}; {why})")
+            sft_model = shipped
+            from searchgym.experiments.squeeze.start import read_manifest
+
+            built = (read_manifest(shipped) or {}).get("build") or {}
+            if "sft" in built:  # the demonstrations' figures (summary "demos", world.demo_share) come with it
+                mark("sft", {**built["sft"], "time_s": 0.0, "source": "shipped"})
+            mark("start", {"source": "shipped", "path": str(shipped)})
+    elif cfg.start_from:
+        sft_model = Path(cfg.start_from)
+        log(f"[2/6] SFT start: {sft_model}")
+        mark("start", {"source": "path", "path": str(sft_model)})
+    if cfg.model is None and sft_model == sft_dir / "model":
+        if not (cfg.resume and stages.get("sft")):
+            from searchgym.experiments.squeeze.start import build_start
+
+            log("[2/6] tiny LM: training a tokenizer on the world, building and pretraining the model")
+            _, built = build_start(ctx, out, log)
+            for k, v in built.items():
+                mark(k, v)
+        mark("start", {"source": "trained", "path": str(sft_model)})
+    elif cfg.model is not None and cfg.start_from is None:
+        model, tok = load_lm(cfg.model, device=cfg.device)
+        log(f"[2/6] model: {cfg.model} ({count_parameters(model) / 1e6:.2f}M parameters)")
+        if not (cfg.resume and stages.get("sft")):
+            log("[3/6] demonstrations (diverse heuristic agent) and SFT warm start")
+            mark("sft", warm_start(ctx, model, tok, sft_dir))
+    model, tok = load_lm(sft_model, device=cfg.device)
+    n_params = count_parameters(model)
+    del model, tok
 
     # ---- 4. evaluate the SFT start
     start_eval_path = out / "start_eval" / "eval.json"
     if cfg.resume and start_eval_path.exists():
         start_eval = json.loads(start_eval_path.read_text())
+    elif cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
+        log("[4/6] the SFT start's competence gate")
+        start_eval = {"gate": start_gate(ctx, sft_model, shipped)}
+        start_eval_path.parent.mkdir(parents=True, exist_ok=True)
+        _write_json(start_eval_path, start_eval)
     else:
         log("[4/6] evaluating the SFT start (train + shift splits)")
         t0 = time.time()
         m0, t0k = load_lm(sft_model, device=cfg.device)
         start_eval = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out / "start_eval")
+        start_eval["gate"] = start_gate(ctx, sft_model, shipped)
+        _write_json(start_eval_path, start_eval)
         log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
             f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
     # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
-    passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+    if not cfg.only_start:
+        passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0,
+                    name="sft_start")
 
     from searchgym.experiments.squeeze.summary import competence
 
     comp = competence(cfg, start_eval)
+    if cfg.only_start:
+        return only_start_summary(cfg, ctx, out, sft_model, start_eval, comp, stages, log)
     ts, lb, gate = comp["test_success"], comp["lower_bound"], comp["gate"]
     if not comp["passed"]:
         bar = "!" * 100
@@ -242,6 +257,47 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     _write_json(out / "summary.json", summary)
     log(f"done in {summary['wall_s']:.0f}s: {out / 'report.md'}")
     return summary
+
+
+def start_gate(ctx: Context, sft_model: Path, shipped: Path | None) -> dict[str, Any]:
+    """The competence gate's figures on ``cfg.gate_questions`` test questions: re-measured, or, for the shipped
+    start evaluated the same way when it was built (same questions, samples, temperature and seed), read from
+    its manifest (the figures are a function of the model and that seed)."""
+    from searchgym.experiments.squeeze.start import gate_eval, read_manifest
+
+    c = ctx.cfg
+    if shipped is not None:
+        g = (read_manifest(shipped) or {}).get("gate") or {}
+        if (g.get("questions") == min(c.gate_questions, len(ctx.world.split("test"))) and g.get("samples") ==
+                c.eval_samples and g.get("temperature") == c.eval_temperature and c.gate_questions_from_manifest):
+            return {**g, "source": "shipped start's manifest (measured when it was built)"}
+    t0 = time.time()
+    g = gate_eval(ctx, sft_model, questions=c.gate_questions, samples=c.eval_samples)
+    ctx.log(f"      gate: {g['successes']:.2f}/{g['questions']} test questions, 95% Wilson lower bound "
+            f"{g['lower_bound']:.3f} ({time.time() - t0:.1f}s)")
+    return {**g, "source": "measured in this run"}
+
+
+def only_start_summary(cfg: SqueezeConfig, ctx: Context, out: Path, sft_model: Path, start_eval: dict[str, Any],
+                       comp: dict[str, Any], stages: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any]:
+    """``--only-start``: the SFT start, its evaluation and gate in ``out/start.json``; with ``cfg.ship_start``
+    copied into the package (:func:`searchgym.experiments.squeeze.start.ship`)."""
+    from searchgym.experiments.squeeze.start import ship, start_key
+
+    key = start_key(cfg, ctx.world)
+    res = {"model": str(sft_model), "key": key, "gate": start_eval.get("gate"), "competence": comp,
+           "stages": stages}
+    if cfg.ship_start:
+        if not comp["passed"]:
+            log("WARNING: shipping an SFT start that FAILS the competence gate")
+        build = {k: v for k, v in stages.items() if k in ("base_model", "pretrain", "sft")}
+        dest = ship(sft_model, key, start_eval.get("gate"), build=build)
+        res["shipped"] = str(dest)
+        log(f"shipped the SFT start to {dest}")
+    _write_json(out / "start.json", res)
+    log(f"SFT start: {sft_model} (gate {'passed' if comp['passed'] else 'FAILED'}: test success "
+        f"{_n(comp['test_success'])} on {comp['questions']} questions, Wilson lower bound {_n(comp['lower_bound'])})")
+    return res
 
 
 def run_arm_seed(ctx: Context, arm: str, seed: int, sft_model: Path) -> dict[str, Any]:

@@ -170,7 +170,46 @@ def findings_text(summary: dict[str, Any]) -> list[str]:
                    + (f" (not: {', '.join(no)})." if no else "."))
     out.extend(comparison_lines(summary))
     out.extend(_shift_finding(summary))
+    out.extend(_dose_lines(summary))
+    out.extend(_gate_line(summary))
     return out
+
+
+def _cmd(c: dict[str, Any]) -> str:
+    """The command that produced a run, from its config."""
+    if c.get("quick"):
+        return "searchgym squeeze --quick"
+    name = c.get("preset_name") or "default"
+    return "searchgym squeeze" + ("" if name == "default" else f" --preset {name}")
+
+
+def _dose_lines(summary: dict[str, Any]) -> list[str]:
+    """The RL dose in one line: per RL arm, the last KL of its rollouts to the SFT start and whether the arm moved
+    the LM (train success +0.15 or KL >= 0.1, issue 21 §3)."""
+    dose = {a: d for a, d in (summary.get("dose") or {}).items() if d.get("moved") is not None}
+    if not dose:
+        return []
+    labels = {a: (summary["arms"].get(a) or {}).get("label", a) for a in dose}
+    moved = [labels[a] for a, d in dose.items() if d["moved"]]
+    parts = [f"{labels[a]} {_f(d.get('kl_to_start_last'))}" for a, d in dose.items()]
+    c = summary["config"]["rl"]
+    return [f"- Dose ({c['total_steps']} steps at lr {c['learning_rate']:g}): final per-token KL of the rollouts to "
+            f"the SFT start: {'; '.join(parts)}. The RL moved the LM (train success +0.15 or KL ≥ 0.1) in "
+            f"{len(moved)} of {len(dose)} RL arms" + (f" ({', '.join(moved)})." if moved else
+                                                    ": at this dose a null is a null of a policy that barely moved.")]
+
+
+def _gate_line(summary: dict[str, Any]) -> list[str]:
+    comp = summary.get("competence") or {}
+    if not comp.get("passed"):
+        return []
+    src = (summary.get("sft_start") or {}).get("source")
+    k = comp.get("successes")
+    n = comp.get("questions")
+    return [f"- The SFT start ({'shipped with the package' if src == 'shipped' else 'trained in this run'}) passes "
+            f"the competence gate: test success {_f(comp.get('test_success'))}"
+            + (f" ({k:.1f}/{n} questions)" if k is not None else f" ({n} questions)")
+            + f", 95% Wilson lower bound {_f(comp.get('lower_bound'))} ≥ {comp.get('gate')}."]
 
 
 def _shift_mean(block: dict[str, Any]) -> float | None:
@@ -219,7 +258,7 @@ def headline_summary(summary: dict[str, Any]) -> str:
     collapse, what it cost and which remedies kept a mix, each figure with its interval; the full results block
     (:func:`headline_markdown`) goes to the docs page."""
     c = summary["config"]
-    cmd = "searchgym squeeze" + (" --quick" if c["quick"] else "")
+    cmd = _cmd(c)
     lines = [(f"**The squeeze experiment** (`{cmd}`: {summary['model']}, {c['seeds']} seed(s) per arm, "
               f"{c['rl']['total_steps']} RL steps; intervals are 95%; full results in "
               "[docs/squeeze.md](docs/squeeze.md)):")]
@@ -277,7 +316,7 @@ def headline_markdown(summary: dict[str, Any]) -> str:
         f"{c['seeds']} seed(s) per arm, {c['rl']['total_steps']} policy steps of "
         f"{c['rl']['prompts_per_step']}×{c['rl']['group_size']} episodes; evaluation: {c['eval_samples']} samples "
         f"per question at T={c['eval_temperature']}; wall time {summary['wall_s'] / 60:.1f} min on "
-        f"{summary['device']}). Produced by `searchgym squeeze{' --quick' if c['quick'] else ''}`; table cells are "
+        f"{summary['device']}). Produced by `{_cmd(c)}`; table cells are "
         "the mean over seeds ± the half-width of its 95% t-interval:"),
         "",
         *_gate_warning(summary),

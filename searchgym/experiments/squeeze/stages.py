@@ -403,7 +403,7 @@ def sft_refresh(ctx: Context, tok: Any, seed: int) -> Callable[[int, Any, Any], 
     from searchgym.train.sft import sft_backward
 
     c = ctx.cfg
-    demos = [e for e in make_demos(ctx, tok, max(1, c.demo_passes), seed=2000 + seed)[0] if sum(e.mask) > 0]
+    demos = [e for e in make_demos(ctx, tok, max(1, c.arm_demo_passes or c.demo_passes), seed=2000 + seed)[0] if sum(e.mask) > 0]
     sargs = continued_sft_args(c)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
 
@@ -443,7 +443,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     c = ctx.cfg
     rl = c.rl
     model, tok = load_lm(start_dir, device=c.device)
-    demos, _ = make_demos(ctx, tok, max(1, c.demo_passes), seed=1000 + seed)
+    demos, _ = make_demos(ctx, tok, max(1, c.arm_demo_passes or c.demo_passes), seed=1000 + seed)
     n = rl.prompts_per_step * rl.group_size
     envs = ctx.envs(n)
     pool = train_pool(ctx)

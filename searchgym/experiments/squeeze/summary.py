@@ -190,9 +190,15 @@ def competence(cfg: Any, start_eval: dict) -> dict[str, Any]:
     are not independent); ``passed`` is False when the run evaluated no test split."""
     from searchgym.experiments.squeeze.stats import wilson
 
+    gate = float(getattr(cfg, "competence_gate", 0.3))
+    g = start_eval.get("gate")
+    if g and g.get("questions"):  # the gate's own, larger pool of test questions (cfg.gate_questions)
+        ci = [float(x) for x in g["ci"]]
+        return {"test_success": g["success"], "gate": gate, "questions": g["questions"], "ci": ci,
+                "lower_bound": ci[0], "successes": g.get("successes"), "samples": g.get("samples"),
+                "source": g.get("source"), "gated_on": "wilson_lower_bound", "passed": bool(ci[0] >= gate)}
     test = start_eval.get("test") or {}
     ts = test.get("success")
-    gate = float(getattr(cfg, "competence_gate", 0.3))
     n = test.get("questions") or (test.get("episodes", 0) // max(1, int(start_eval.get("k") or 1)))
     ci = list(wilson(float(ts) * n, n)) if ts is not None and n else None
     lower = ci[0] if ci else None
@@ -296,6 +302,8 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         **({"passk": pk} if pk else {}),
         "entropy_law": entropy_law_block(cfg, arms),
         "dose": dose_block(arms, start),
+        "sft_start": stages.get("start"),  # where the arms started: trained in this run, or the shipped start
+        "stage_times_s": {k: v.get("time_s") for k, v in stages.items() if isinstance(v, dict) and "time_s" in v},
     }
 
 

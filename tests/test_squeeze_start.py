@@ -1,0 +1,150 @@
+"""The squeeze experiment's SFT start as a unit (issue 21 §3): `--only-start` builds it reproducibly, `--ship-start`
+writes package data with a manifest, a run with ``start_from="shipped"`` uses it only when its key matches, and
+the shipped start in the package is intact and fits the quick preset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+
+
+def _tiny_cfg(out, **kw):
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.train.pretrain import PretrainArgs
+    from searchgym.train.rl import RLArgs
+    from searchgym.train.sft import SFTArgs
+    from searchgym.train.tiny_lm import TinyLMConfig
+
+    cfg = SqueezeConfig(out=str(out), seeds=1, arms=("grpo",), n_entities=40, demo_passes=1,
+                        tiny=TinyLMConfig(vocab_size=500, hidden_size=32, num_layers=1, num_heads=2,
+                                          intermediate_size=64, max_positions=512),
+                        pretrain=PretrainArgs(max_steps=3, batch_size=4, block_len=64, warmup_steps=1),
+                        sft=SFTArgs(learning_rate=3e-3, max_steps=4, batch_size=8, micro_batch_size=8,
+                                    warmup_steps=1),
+                        rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
+                                  micro_batch_size=4, checkpoint_every=1, max_context=512),
+                        eval_questions=2, eval_shift_questions=1, eval_samples=2, threads=1, passk_max=0,
+                        strategy_seeds=0)
+    for k, v in kw.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def _hashes(d: Path) -> dict[str, str]:
+    from searchgym.experiments.squeeze.start import MODEL_FILES, _sha256
+
+    return {n: _sha256(d / n) for n in MODEL_FILES if (d / n).exists()}
+
+
+def test_only_start_is_bit_for_bit_and_ships_with_a_manifest(tmp_path, monkeypatch, one_thread):
+    from searchgym.experiments.squeeze import experiment as sq
+    from searchgym.experiments.squeeze import start as st
+
+    dest = tmp_path / "pkg_start"
+    monkeypatch.setattr(st, "SHIPPED_DIR", dest)
+    res = [sq.run(_tiny_cfg(tmp_path / f"s{i}", only_start=True, ship_start=i == 0, gate_questions=6), log=print)
+           for i in range(2)]
+    assert not (tmp_path / "s0" / "arms").exists()  # stopped after the start
+    h0, h1 = _hashes(tmp_path / "s0" / "sft" / "model"), _hashes(tmp_path / "s1" / "sft" / "model")
+    assert "model.safetensors" in h0 and h0 == h1  # the same seed gives the same bytes
+    m = st.read_manifest(dest)
+    assert m["files"] == h0 and st.verify_files(dest) == []
+    assert m["gate"]["questions"] == 6 and m["gate"]["samples"] == 2 and len(m["gate"]["ci"]) == 2
+    assert m["key"] == res[0]["key"] and m["key"]["world_generator_version"] >= 1
+    assert {"world_seed", "n_entities", "world_fingerprint", "demo_weights", "tiny", "pretrain", "sft"} <= set(m["key"])
+    assert "--only-start --ship-start" in m["command"]
+    s = json.loads((tmp_path / "s0" / "start.json").read_text())
+    assert s["competence"]["questions"] == 6
+
+
+def test_shipped_start_is_used_only_when_its_key_matches(tmp_path, monkeypatch, one_thread):
+    from searchgym.experiments.squeeze import experiment as sq
+    from searchgym.experiments.squeeze import start as st
+
+    dest = tmp_path / "pkg_start"
+    monkeypatch.setattr(st, "SHIPPED_DIR", dest)
+    sq.run(_tiny_cfg(tmp_path / "build", only_start=True, ship_start=True, gate_questions=4), log=print)
+    # a run whose world and recipe match: no pretraining or SFT of its own, the arms start from the package
+    logs: list[str] = []
+    s = sq.run(_tiny_cfg(tmp_path / "use", start_from="shipped", gate_questions=4), log=logs.append)
+    assert not (tmp_path / "use" / "pretrain").exists() and not (tmp_path / "use" / "sft").exists()
+    stages = json.loads((tmp_path / "use" / "stages.json").read_text())
+    assert stages["start"]["source"] == "shipped"
+    assert s["competence"]["questions"] == 4 and "manifest" in s["competence"]["source"]
+    assert set(s["dose"]) >= {"grpo"} and s["dose"]["grpo"]["kl_to_start"]
+    # another world size: the shipped start is not used silently
+    logs = []
+    sq.run(_tiny_cfg(tmp_path / "other", start_from="shipped", n_entities=48, gate_questions=4), log=logs.append)
+    assert any("WARNING: not using the shipped SFT start" in x and "n_entities" in x for x in logs)
+    assert (tmp_path / "other" / "sft" / "model" / "model.safetensors").exists()
+    # a tampered file: not used either
+    (dest / "config.json").write_text((dest / "config.json").read_text() + " ")
+    assert st.shipped_start(_tiny_cfg(tmp_path / "x"), dest=dest)[0] is None
+
+
+def test_presets_and_cli_flags(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+    from searchgym.errors import ConfigError
+    from searchgym.experiments.squeeze.config import LONG_RL, SqueezeConfig
+
+    q = SqueezeConfig.preset(True)
+    assert q.quick and q.preset_name == "quick" and q.start_from == "shipped"
+    assert SqueezeConfig.preset(name="quick").start_from == "shipped"
+    d, long = SqueezeConfig.preset(), SqueezeConfig.preset(name="long")
+    assert d.start_from is None and long.rl.total_steps == LONG_RL["total_steps"]
+    assert long.rl.learning_rate == LONG_RL["learning_rate"]
+    # the quick preset starts from the default pipeline's start: world and recipe are the default's
+    for k in ("n_entities", "world_seed", "demo_passes", "tiny", "pretrain", "sft", "max_turns", "top_k",
+              "passage_chars"):
+        assert getattr(q, k) == getattr(d, k), k
+    with pytest.raises(ConfigError):
+        SqueezeConfig.preset(name="huge")
+    r = CliRunner().invoke(app, ["squeeze", "--quick", "--preset", "long", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "contradicts" in r.output
+    r = CliRunner().invoke(app, ["squeeze", "--ship-start", "--out", str(tmp_path / "x")])
+    assert r.exit_code == 2 and "--only-start" in r.output
+
+
+def test_the_shipped_start_is_intact_and_fits_the_quick_preset():
+    """The package's SFT start: files as recorded, gate passed on its Wilson lower bound over >= 128 test
+    questions, and built for the quick preset's world and recipe (after a change to the world or the demonstrator
+    this fails: regenerate with the manifest's command)."""
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.start import (
+        SHIPPED_DIR,
+        key_diff,
+        read_manifest,
+        start_key,
+        verify_files,
+    )
+
+    m = read_manifest()
+    assert m is not None, f"no shipped start in {SHIPPED_DIR}"
+    assert verify_files() == []
+    g = m["gate"]
+    assert g["questions"] >= 128 and g["lower_bound"] >= 0.3 and g["passed"] is True
+    diff = key_diff(start_key(SqueezeConfig.preset(True)), m["key"])
+    assert not diff, f"the shipped start was built for another configuration ({diff}); run `{m['command']}`"
+
+
+@pytest.mark.slow
+def test_the_shipped_start_regenerates_bit_for_bit(tmp_path):
+    """The manifest's command, run again, gives the same bytes (tens of minutes on 2 cores; same platform and
+    torch version as the build)."""
+    from searchgym.experiments.squeeze import experiment as sq
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.start import read_manifest
+
+    m = read_manifest()
+    if m["built_with"]["torch"] != torch.__version__:
+        pytest.skip(f"built with torch {m['built_with']['torch']}, this is {torch.__version__}")
+    sq.run(SqueezeConfig.preset(out=str(tmp_path / "start"), only_start=True, gate_questions=128), log=print)
+    assert _hashes(tmp_path / "start" / "sft" / "model") == m["files"]
