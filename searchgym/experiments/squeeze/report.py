@@ -348,9 +348,71 @@ def _strategy_section(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def verdict_paragraph(summary: dict[str, Any]) -> str:
+    """Issue 21 §5: the answer in one paragraph. For the LM (when its start passes the gate) and for the organism:
+    did RL squeeze the strategies against continued SFT (with the interval), what it cost on which split, which
+    remedies kept a mix, and at what dose. Every figure is one the tables carry."""
+    parts: list[str] = []
+    comp = summary.get("competence") or {}
+    c = summary.get("config") or {}
+    rl = c.get("rl") or {}
+    dose = {a: d for a, d in (summary.get("dose") or {}).items() if d.get("moved") is not None}
+    at = f"{rl.get('total_steps')} steps at lr {rl.get('learning_rate', 0):g}" if rl else "this dose"
+    if comp and not comp.get("passed"):
+        parts.append(f"The LM answers nothing: its SFT start fails the competence gate (Wilson lower bound "
+                     f"{_f(comp.get('lower_bound'))} < {comp.get('gate')}).")
+    elif (summary.get("comparisons") or {}).get("grpo_vs_sft"):
+        g = summary["comparisons"]["grpo_vs_sft"]
+        moved = [a for a, d in dose.items() if d["moved"]]
+        kl = (dose.get("grpo") or {}).get("kl_to_start_last")
+        shifts = {k: v for k, v in g.items() if k.startswith("shift:") and v.get("diff") is not None}
+        worst = min(shifts, key=lambda k: shifts[k]["diff"]) if shifts else None
+        se = g.get("strategy_entropy") or {}
+        said = {"difference": "differs from", "equivalent": "is equivalent to"}.get(
+            se.get("verdict") or "", "is not distinguishable from")
+        parts.append(
+            f"For the LM ({c.get('seeds')} seed(s) per arm, {at}; GRPO's final KL to its start {_f(kl)}, "
+            f"{len(moved)} of {len(dose)} RL arms moved it), GRPO's strategy entropy {said} continued SFT's "
+            f"({_d(se)})" + (f"; its largest cost is on {worst[6:]} ({_d(shifts[worst])})" if worst else "") + ".")
+        rem = [k[:-len("_vs_sft")] for k in summary["comparisons"] if k.endswith("_vs_sft") and k != "grpo_vs_sft"]
+        if rem:
+            parts.append("Remedies against continued SFT, strategy entropy: " + "; ".join(
+                f"{summary['arms'].get(a, {}).get('label', a)} "
+                f"{_d(summary['comparisons'][a + '_vs_sft'].get('strategy_entropy'))}" for a in rem) + ".")
+    sp = summary.get("strategy_policy")
+    if sp and "grpo" in sp.get("arms", {}):
+        st, gr, ss = sp["start"], sp["arms"]["grpo"], "shift_strategy"
+        keep = [a for a, b in sp["arms"].items() if a not in ("sft", "grpo")
+                and (b["shift_success"].get(ss) or {}).get("ci") and (st["shift_success"].get(ss) or {}).get("ci")
+                and b["shift_success"][ss]["ci"][1] >= st["shift_success"][ss]["ci"][0]]
+        se_st, se_gr = st["strategy_entropy"], gr["strategy_entropy"]
+        fell = bool(se_st.get("ci") and se_gr.get("ci") and se_gr["ci"][1] < se_st["ci"][0])
+        parts.append(f"For the organism ({sp['seeds']} seeds, {sp['steps']} steps), GRPO "
+                     f"{'squeezes' if fell else 'does not detectably lower'} its strategy entropy from {_ms_ci(st['strategy_entropy'])} to {_ms_ci(gr['strategy_entropy'])} nats and "
+                     f"{ss} success from {_ms_ci(st['shift_success'].get(ss))} to "
+                     f"{_ms_ci(gr['shift_success'].get(ss))}; continued SFT ends at "
+                     f"{_ms_ci((sp['arms'].get('sft') or {}).get('strategy_entropy'))} nats; "
+                     + (f"the remedies whose {ss} success stays within reach of the start's: {', '.join(keep)}."
+                        if keep else f"no remedy keeps {ss} success within reach of the start's."))
+    ctx = (summary.get("organism") or {}).get("contextual")
+    if ctx:
+        r = {a: b["routing_share"] for a, b in ctx["arms"].items()}
+        best = max(r, key=lambda a: r[a]["k"]) if r else None
+        fired = (ctx.get("findings") or {}).get("positive_control_fired")
+        parts.append(f"On the mixed train split, the seeds whose policy routes the minority family: "
+                     + ", ".join(f"{a} {v['k']}/{v['n']}" for a, v in r.items())
+                     + (f" (most: {best}, Wilson [{r[best]['ci'][0]:.2f}, {r[best]['ci'][1]:.2f}])"
+                        if best and r[best]["k"] else " (none routes)")
+                     + f"; the positive control {'fires' if fired else 'does NOT fire, so a null here says nothing'}.")
+    return " ".join(parts)
+
+
 def _report_verdict(summary: dict[str, Any]) -> list[str]:
-    """The findings in words (the gate, the LM arms, the strategy policy), without the tables they rest on."""
-    lines = ["## Verdict", "", *_gate_warning(summary), *findings_text(summary)]
+    """The findings in words: one paragraph (:func:`verdict_paragraph`), then the gate, the LM arms, the strategy
+    policy and the mixed split, without the tables they rest on."""
+    para = verdict_paragraph(summary)
+    lines = ["## Verdict", "", *([f"**In one paragraph.** {para}", ""] if para else []), *_gate_warning(summary),
+             *findings_text(summary)]
     block = summary.get("strategy_policy")
     if block:
         from searchgym.experiments.squeeze.strategy_stage import strategy_findings
