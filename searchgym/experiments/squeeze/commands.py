@@ -50,7 +50,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         passk_max: int = typer.Option(None, "--passk-max", help="pass@k up to this k for the SFT start and each "
                                                                 "arm (default 64; 0 disables it)."),
         strategy_seeds: int = typer.Option(None, "--strategy-seeds", help="Seeds per arm of the strategy-policy "
-                                                                          "stage (default 20; --quick: 6; 0 "
+                                                                          "stage (default 20; --quick: 10; 0 "
                                                                           "disables it)."),
         strategy_arms: str = typer.Option(None, "--strategy-arms", help="Comma-separated arms of the strategy-"
                                                                         "policy stage (default: all 9)."),

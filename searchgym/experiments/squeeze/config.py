@@ -129,12 +129,12 @@ class SqueezeConfig:
             raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         if name == "quick":
             # the default world and model recipe (so the shipped start fits), short arms and small eval pools
-            # (two LM arms, one per arm worker, and 6 strategy-policy seeds of 40 steps: the demo fits 3 minutes
+            # (two LM arms, one per arm worker, and 10 strategy-policy seeds of 30 steps: the demo fits 3 minutes
             # on 2 cores; the remedies are the strategy policy's and the organism's arms)
             base = cls(quick=True, seeds=1, arms=("sft", "grpo"), start_from="shipped", arm_demo_passes=1,
                        rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
-                       eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=6, strategy_steps=40,
+                       eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=10, strategy_steps=30,
                        contextual_seeds=10, contextual_steps=30,
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
                        passk_questions=4, passk_splits=("test",))
