@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError, CorpusFormatError, QueryError
+from searchgym.retrieval._bm25s import ensure_bm25s
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.index import LoadContext, load_index, register_backend, save_retrievers
 from searchgym.retrieval.tokenize import Tokenizer, TokenizerConfig
@@ -50,6 +51,7 @@ def _numba_kernel(parallel: bool):
         if parallel in _kernels:
             return _kernels[parallel]
         import numba
+        ensure_bm25s()
         from bm25s.numba import retrieve_utils as ru
 
         py = ru._retrieve_internal_jitted
@@ -256,6 +258,7 @@ class BM25Retriever:
             engine: Any = _RankBM25Engine(tokens, method, k1, b)
             vocab: dict[str, int] = {}
         else:
+            ensure_bm25s()
             import bm25s
 
             ids, vocab = self.tokenizer.corpus_ids(texts, show_progress=show_progress)
@@ -365,6 +368,7 @@ class BM25Retriever:
         d.mkdir(parents=True, exist_ok=True)
         entry: dict[str, Any] = {"engine": "rank_bm25" if self.backend == "rank_bm25" else "bm25s", **self.params}
         if self.backend != "rank_bm25":
+            ensure_bm25s()
             import bm25s
 
             self._engine.bm.save(str(d), corpus=None, allow_pickle=False)
@@ -378,6 +382,7 @@ class BM25Retriever:
         if entry.get("engine") == "rank_bm25" or backend == "rank_bm25":
             return cls(passages, k1=entry["k1"], b=entry["b"], method=entry["method"], stopwords=tcfg.stopwords,
                        stemmer=tcfg.stemmer, lowercase=tcfg.lowercase, backend="rank_bm25", n_threads=n_threads)
+        ensure_bm25s()
         import bm25s
 
         bm = bm25s.BM25.load(str(d), load_corpus=False, mmap=mmap, allow_pickle=False, backend="numpy",

@@ -48,6 +48,7 @@ import numpy as np
 
 from searchgym import dirswap
 from searchgym.errors import ConfigError, DuplicateIdError, IndexCorruptError, QueryError
+from searchgym.retrieval._bm25s import ensure_bm25s
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.corpus import fingerprint_update
 from searchgym.retrieval.index import (
@@ -256,6 +257,7 @@ def _check_ids_unique(work: _Work, n: int, source: Iterable[Passage]) -> None:
 def _build_shard(work: _Work, i: int, a: int, b: int, p1: dict[str, Any], idf: np.ndarray, params: dict[str, Any]
                  ) -> dict[str, Any]:
     """Score shard ``i`` (rows a..b-1) with the global statistics and write its CSC arrays."""
+    ensure_bm25s()
     from bm25s.scoring import _select_tfc_scorer
 
     docptr = np.memmap(work.tmp / "docptr.u64", dtype="<u8", mode="r", shape=(p1["n"] + 1,))
@@ -339,6 +341,7 @@ def build_sharded_index(
                      "shards": {}}
             work.write_state(state)
         p1 = state["pass1"]
+        ensure_bm25s()
         from bm25s.scoring import _select_idf_scorer
 
         idf_fn = _select_idf_scorer(method)

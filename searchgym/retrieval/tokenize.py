@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from searchgym.errors import ConfigError
+from searchgym.retrieval._bm25s import ensure_bm25s
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 # The only word patterns an index may name. A pattern is run on every query, so one read from a manifest
@@ -46,6 +47,7 @@ def stopword_list(stopwords: str | Sequence[str] | None) -> tuple[str, ...]:
     an explicit list, or ``None`` to keep every word."""
     if stopwords is None or stopwords is False:
         return ()
+    ensure_bm25s()
     from bm25s.tokenization import _infer_stopwords
 
     try:
@@ -146,6 +148,7 @@ class Tokenizer:
 
     def corpus_ids(self, texts: Iterable[str], *, show_progress: bool = False) -> tuple[list[list[int]], dict[str, int]]:
         """Tokenise a corpus into term ids plus the vocabulary (term -> id), via ``bm25s.tokenize``."""
+        ensure_bm25s()
         import bm25s
 
         tok = bm25s.tokenize(
