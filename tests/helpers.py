@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -15,6 +18,16 @@ def require(ok: object, reason: str) -> None:
     if os.environ.get("CI"):
         pytest.fail(f"missing under CI, which should provide it: {reason}")
     pytest.skip(reason)
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` as a module (the scripts are not a package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 class CountingRetriever:

@@ -3,30 +3,23 @@ and its --smoke mode runs the whole pipeline on a CPU."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "squeeze_cuda.py"
 
 
-def _module():
-    spec = importlib.util.spec_from_file_location("squeeze_cuda", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_the_gpu_model_has_tens_of_millions_of_parameters_and_the_config_validates():
     from searchgym.train.tiny_lm import build_model, count_parameters, train_tokenizer
 
-    cfg = _module().config("/tmp/unused", "cuda", False, 5, 2, 30, 2e-4, False)
+    cfg = load_script("squeeze_cuda").config("/tmp/unused", "cuda", False, 5, 2, 30, 2e-4, False)
     cfg.validate()
     assert cfg.device == "cuda" and cfg.strategy_seeds == 0 and cfg.contextual_seeds == 0
     words = [f"w{i} x{i * 7} y{i * 13}" for i in range(3000)]

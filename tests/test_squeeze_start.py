@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import require
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -15,25 +16,10 @@ pytest.importorskip("transformers")
 
 
 def _tiny_cfg(out, **kw):
-    from searchgym.experiments.squeeze.config import SqueezeConfig
-    from searchgym.train.pretrain import PretrainArgs
-    from searchgym.train.rl import RLArgs
-    from searchgym.train.sft import SFTArgs
-    from searchgym.train.tiny_lm import TinyLMConfig
+    """The squeeze tests' tiny config (test_train_squeeze.py), one GRPO arm and no pass@k."""
+    from test_train_squeeze import _tiny_cfg as tiny  # tests/ is on sys.path under pytest
 
-    cfg = SqueezeConfig(out=str(out), seeds=1, arms=("grpo",), n_entities=40, demo_passes=1,
-                        tiny=TinyLMConfig(vocab_size=500, hidden_size=32, num_layers=1, num_heads=2,
-                                          intermediate_size=64, max_positions=512),
-                        pretrain=PretrainArgs(max_steps=3, batch_size=4, block_len=64, warmup_steps=1),
-                        sft=SFTArgs(learning_rate=3e-3, max_steps=4, batch_size=8, micro_batch_size=8,
-                                    warmup_steps=1),
-                        rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
-                                  micro_batch_size=4, checkpoint_every=1, max_context=512),
-                        eval_questions=2, eval_shift_questions=1, eval_samples=2, threads=1, passk_max=0,
-                        strategy_seeds=0)
-    for k, v in kw.items():
-        setattr(cfg, k, v)
-    return cfg
+    return tiny(out, **{"arms": ("grpo",), "passk_max": 0, **kw})
 
 
 def _hashes(d: Path) -> dict[str, str]:
@@ -144,7 +130,7 @@ def test_the_shipped_start_regenerates_bit_for_bit(tmp_path):
     from searchgym.experiments.squeeze.start import read_manifest
 
     m = read_manifest()
-    if m["built_with"]["torch"] != torch.__version__:
-        pytest.skip(f"built with torch {m['built_with']['torch']}, this is {torch.__version__}")
+    require(m["built_with"]["torch"] == torch.__version__,
+            f"built with torch {m['built_with']['torch']}, this is {torch.__version__}")
     sq.run(SqueezeConfig.preset(out=str(tmp_path / "start"), only_start=True, gate_questions=128), log=print)
     assert _hashes(tmp_path / "start" / "sft" / "model") == m["files"]

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 from typer.testing import CliRunner
 
 from searchgym.agents.heuristics import STRATEGIES
@@ -17,14 +17,6 @@ from searchgym.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 V1_PINNED = "a684b0768c8dc6cb00b550162b0ccf27873ccb8d38abf5da1b74d0907837b170"  # generator version 1
-
-
-def _table_module():
-    spec = importlib.util.spec_from_file_location("strategy_table", ROOT / "scripts" / "strategy_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_version1_passages_and_splits_are_byte_identical():
@@ -80,7 +72,7 @@ def _check_properties(em_train: dict[str, float], em_shift: dict[str, float]) ->
 
 
 def test_squeeze_preset_properties_on_a_sample_of_the_embedded_world():
-    mod = _table_module()
+    mod = load_script("strategy_table")
     em_train = {s: mod.cell(s, "train", 600, "squeeze")[0] for s in STRATEGIES}
     em_shift = {s: mod.cell(s, "shift_strategy", 240, "squeeze")[0] for s in STRATEGIES}
     _check_properties(em_train, em_shift)
@@ -88,7 +80,7 @@ def test_squeeze_preset_properties_on_a_sample_of_the_embedded_world():
 
 @pytest.mark.slow
 def test_squeeze_preset_properties_on_the_whole_embedded_world():
-    mod = _table_module()
+    mod = load_script("strategy_table")
     res = mod.table(list(STRATEGIES), ["train", "shift_strategy"], None, "squeeze")
     assert res["decompose"]["train"][1] == len(default_world().split("train"))
     _check_properties({s: r["train"][0] for s, r in res.items()}, {s: r["shift_strategy"][0] for s, r in res.items()})
@@ -97,7 +89,7 @@ def test_squeeze_preset_properties_on_the_whole_embedded_world():
 def test_cli_preset_reproduces_a_table_cell(tmp_path):
     from searchgym.cli import app
 
-    mod = _table_module()
+    mod = load_script("strategy_table")
     em, n = mod.cell("entity", "shift_strategy", 120, "squeeze")
     out = tmp_path / "s.json"
     res = CliRunner().invoke(app, ["rollout", "--agent", "entity", "--preset", "squeeze", "--split", "shift_strategy",

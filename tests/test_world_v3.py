@@ -9,10 +9,10 @@ otherwise byte-identical version-2 world.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 from pathlib import Path
 
 import pytest
+from helpers import load_script
 
 from searchgym.agents.heuristics import DEFAULT_WEIGHTS, STRATEGIES
 from searchgym.data import World
@@ -28,14 +28,6 @@ V3_PINNED = "90d499faebd31245ab345ae012844542c98adcb3ed4222a743cd6cdcd9631880"
 # The small world the property test runs on (about 5 s on one core). The default world (n_entities 4000, seeds
 # 0-2) is measured in docs/squeeze.md "The world"; small worlds scatter more (train gap 0.016-0.041 at 600-2000).
 SMALL = {"world_seed": 2, "n_entities": 800, "version": 3}
-
-
-def _table_module():
-    spec = importlib.util.spec_from_file_location("strategy_table", ROOT / "scripts" / "strategy_table.py")
-    mod = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _digest(passages, questions) -> str:
@@ -116,7 +108,7 @@ def test_squeeze2_is_the_lm_env_and_the_squeeze_run_defaults_to_version3():
 def test_issue21_world_properties_under_heuristic_rollouts():
     """§1: two strategies within 0.03 EM and the two best on train, both >= 15% of the SFT demonstrations, and
     one shift split each on which it loses >= 0.5 EM to the other."""
-    mod = _table_module()
+    mod = load_script("strategy_table")
     em = {s: mod.cell(s, "train", mod.split_size("train", **SMALL), "squeeze2", **SMALL)[0] for s in STRATEGIES}
     a, b = sorted(em, key=em.__getitem__, reverse=True)[:2]
     assert {a, b} == {"decompose", "hops"}, em
@@ -136,8 +128,8 @@ def test_hops_follows_a_rename_decompose_does_not():
     from searchgym.agents.heuristics import HeuristicAgent
     from searchgym.agents.rollout import rollout
 
-    mod = _table_module()
-    kw = mod.env_kwargs("squeeze2", "shift_renamed", **{"seed": 0, "n_entities": 600, "version": 3})
+    mod = load_script("strategy_table")
+    kw = mod.env_kwargs("squeeze2", "shift_renamed", seed=0, n_entities=600, version=3)
     kw["dataset"] = kw["dataset"][:40]
     hops = rollout(HeuristicAgent("hops"), "searchgym/SearchQA-v0", 40, env_kwargs=kw, progress=False)
     moved = [t for t in hops if t.num_searches >= 2 and t.em]
@@ -148,7 +140,7 @@ def test_hops_follows_a_rename_decompose_does_not():
         assert m["renamed_to"] in t.steps[1].query and m["former_name"] not in t.steps[1].query
     dec = rollout(HeuristicAgent("decompose"), "searchgym/SearchQA-v0", 40, env_kwargs=kw, progress=False)
     assert all(by_q[t.question].metadata["renamed_to"] not in (s.query or "") for t in dec for s in t.steps)
-    nick = mod.env_kwargs("squeeze2", "shift_strategy", **{"seed": 0, "n_entities": 600, "version": 3})
+    nick = mod.env_kwargs("squeeze2", "shift_strategy", seed=0, n_entities=600, version=3)
     nick["dataset"] = nick["dataset"][:30]
     assert sum(t.em for t in rollout(HeuristicAgent("hops"), "searchgym/SearchQA-v0", 30, env_kwargs=nick,
                                      progress=False)) <= 3

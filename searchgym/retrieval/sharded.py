@@ -433,24 +433,7 @@ def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
             out_s[c] = sc
             out_r[c] = d
         elif sc > out_s[0] or (sc == out_s[0] and d < out_r[0]):  # better than the worst: replace, sift down
-            c = 0
-            while True:
-                left = 2 * c + 1
-                if left >= size:
-                    break
-                w = left
-                right = left + 1
-                if right < size and (out_s[right] < out_s[left]
-                                     or (out_s[right] == out_s[left] and out_r[right] > out_r[left])):
-                    w = right
-                if out_s[w] < sc or (out_s[w] == sc and out_r[w] > d):
-                    out_s[c] = out_s[w]
-                    out_r[c] = out_r[w]
-                    c = w
-                else:
-                    break
-            out_s[c] = sc
-            out_r[c] = d
+            _sift_down(out_s, out_r, 0, size, sc, d)
     return size
 
 
