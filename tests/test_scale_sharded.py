@@ -288,6 +288,10 @@ def test_maxscore_equals_the_exhaustive_kernel_and_the_unsharded_index(tmp_path,
         full = r.batch_search(batch, k)
         for q, a, b in zip(batch, pruned, full):
             assert [(h.id, h.score) for h in a] == [(h.id, h.score) for h in b], (q, k)
+        r.pruning = True
+        for threads in (2, 3):  # threads split the queries, or the shards for a batch smaller than the threads
+            assert r.batch_search(batch, k, n_threads=threads) == pruned, (k, threads)
+            assert r.batch_search(batch[:1], k, n_threads=threads) == pruned[:1], (k, threads)
         if k in (3, 50) or batch is few:
             for q, a in zip(batch, pruned):
                 assert [(h.id, h.score) for h in a] == _expected(ref, zipf_corpus, q, k), (q, k)
@@ -310,12 +314,13 @@ def test_maxscore_pure_python_kernel_matches_the_compiled_one(tmp_path, zipf_cor
     qptr = np.zeros(len(qs) + 1, np.int64)
     np.cumsum([len(q) for q in encoded], out=qptr[1:])
     qids = np.concatenate(encoded)
-    for shard in r._shards:
-        want = shard.topk_batch(qids, qptr, 7, r._bufs())
+    floors = (np.full(len(qs), -1.0), np.array([-1.0, 2.0, 4.0, 1.5]))  # none, and some from earlier shards
+    for shard, floor in itertools.product(r._shards, floors):
+        want = shard.topk_batch(qids, qptr, 7, floor, r._bufs())
         out = (np.empty((len(qs), 7), np.float32), np.empty((len(qs), 7), np.int64), np.empty(len(qs), np.int64))
         bufs = r._bufs()
         rc = sh._maxscore_py(qids, qptr, shard.data, shard.indices, shard.indptr, shard.n,
-                             np.full(len(shard.indptr) - 1, np.nan, np.float32), 7, bufs["acc"][: shard.n],
+                             np.full(len(shard.indptr) - 1, np.nan, np.float32), 7, floor, bufs["acc"][: shard.n],
                              bufs["touched"], *out)
         assert rc == 0
         for q in range(len(qs)):

@@ -17,8 +17,10 @@ finished shard, so a killed build started again with the same corpus and paramet
 shards. The finished directory is swapped into place atomically, as every other index build.
 
 Search (``ShardedBM25Retriever``, registered as backend ``bm25_sharded``): each shard scores a batch of
-queries in one numba call (``nogil``, so shards run in parallel threads with ``n_threads > 1``), keeps its top
-k by (score descending, row ascending) and the shards' lists are merged by the same order. Since each shard
+queries in one numba call (``nogil``: with ``n_threads > 1`` threads take parts of the batch, or groups of
+shards for a batch smaller than the threads), keeps its top k by (score descending, row ascending) and the
+shards' lists are merged by the same order. The shards are visited in order and each query's k-th best score so
+far goes to the next shard as a floor its passages must beat, so later shards prune more. Since each shard
 scores exactly as the unsharded index and ties break by row everywhere, the merged top k is the unsharded
 index's top k under that order, scores included. The kernel prunes with MaxScore (:func:`_maxscore_py`):
 common terms that cannot lift a passage into the top k alone are looked up per candidate rather than scanned,
@@ -438,7 +440,7 @@ def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
 
 
 def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
-                 n_docs: int, tbound: np.ndarray, k: int, acc: np.ndarray, touched: np.ndarray,
+                 n_docs: int, tbound: np.ndarray, k: int, floor: np.ndarray, acc: np.ndarray, touched: np.ndarray,
                  out_s: np.ndarray, out_r: np.ndarray, out_n: np.ndarray) -> int:
     """A batch of queries on one shard with MaxScore pruning (Turtle & Flood 1995), exact to the last bit.
 
@@ -446,6 +448,12 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     ``out_s[q]`` / ``out_r[q]`` in that order and their count to ``out_n[q]``; ``out_n[q] == -2`` asks the
     caller to score the query exhaustively (a query term with a negative score somewhere: robertson's IDF of a
     term in over half the passages). Returns 0, or -1 when an offset or a row id is out of range.
+
+    ``floor[q]`` is the k-th best score query ``q`` already has from the shards before this one (-1: fewer
+    than k so far). Those shards' rows all come before this shard's, so a passage here must score strictly
+    more than the floor to enter the merged top k; only such passages are returned (fewer than k, maybe none).
+    Carried from shard to shard, the floor rises towards the final k-th score and prunes the later shards
+    almost as if the answer were known.
 
     ``tbound[t]`` caches term ``t``'s largest score in this shard (NaN: not yet known, computed here on first
     use, a benign race between threads that write the same value; -1: the term has a negative score). A term's
@@ -562,6 +570,8 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
         for p in range(m):
             pos_s[p] = rank[pos_u[p]]
         slack = 1.0 + (m + 1) * 2.0 ** -22
+        if total * slack <= floor[q]:  # no passage of this shard can beat the earlier shards' k-th score
+            continue
         # a first lower bound of the k-th score: the exact scores of the passages of the rarest terms
         ncand = 0
         for i in range(nu - 1, -1, -1):
@@ -593,10 +603,11 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
             if sc > 0:
                 seeds[nseed] = sc
                 nseed += 1
-        seed = -1.0
+        fl = np.float64(floor[q])
+        seed = fl  # a passage must beat the earlier shards' k-th score, so that is a lower bound too
         if nseed >= k:
-            seed = np.float64(np.sort(seeds[:nseed])[nseed - k])
-        theta = -1.0  # the k-th score once the heap is full
+            seed = max(seed, np.float64(np.sort(seeds[:nseed])[nseed - k]))
+        theta = fl  # the score a passage must beat: the floor, then the heap's k-th once it holds k
         size = 0
         fe = 0  # the first essential term
         while fe < nu and cum[fe] * slack < _NON_ESSENTIAL * seed:
@@ -685,7 +696,7 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
             sc = np.float32(0.0)
             for p in range(m):
                 sc += c[pos_s[p]]
-            if not sc > 0:
+            if not sc > 0 or not sc > fl:
                 continue
             if size < k:  # push, sift up (the root is the worst kept: lowest score, then highest row)
                 ch = size
@@ -705,7 +716,7 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
             else:
                 continue
             if size == k:
-                theta = np.float64(out_s[q, 0])
+                theta = max(theta, np.float64(out_s[q, 0]))
         # heap -> (score desc, row asc): pop the worst to the back
         out_n[q] = size
         for last in range(size - 1, 0, -1):
@@ -788,6 +799,16 @@ def _compile() -> None:
                         continue
 
 
+_NO_ROW = np.iinfo(np.int64).max  # pads a top-k list that holds fewer than k passages
+
+
+def _merge(s1: np.ndarray, r1: np.ndarray, s2: np.ndarray, r2: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row by row, the best ``k`` of two padded top-k lists by (score desc, row asc)."""
+    sc, rows = np.concatenate((s1, s2), axis=1), np.concatenate((r1, r2), axis=1)
+    order = np.lexsort((rows, -sc), axis=-1)[:, :k]
+    return np.take_along_axis(sc, order, axis=1), np.take_along_axis(rows, order, axis=1)
+
+
 class _Shard:
     """One shard's memory-mapped CSC arrays."""
 
@@ -819,14 +840,15 @@ class _Shard:
                     self._tbound = np.full(len(self.indptr) - 1, np.nan, np.float32)
         return self._tbound
 
-    def topk_batch(self, qids: np.ndarray, qptr: np.ndarray, k: int, bufs: dict[str, np.ndarray]
+    def topk_batch(self, qids: np.ndarray, qptr: np.ndarray, k: int, floor: np.ndarray, bufs: dict[str, np.ndarray]
                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This shard's best ``k`` for each query of a batch, MaxScore-pruned: ``(scores, local rows, counts)``,
-        row ``q`` of the first two in (score desc, row asc) order; a count of -2 asks for the exhaustive
-        kernel (see :func:`_maxscore_py`)."""
+        """This shard's best ``k`` for each query of a batch that beat ``floor`` (the k-th score from the
+        shards before, -1 for none), MaxScore-pruned: ``(scores, local rows, counts)``, row ``q`` of the first
+        two in (score desc, row asc) order; a count of -2 asks for the exhaustive kernel (see
+        :func:`_maxscore_py`)."""
         nq = len(qptr) - 1
         out_s, out_r, out_n = np.empty((nq, k), np.float32), np.empty((nq, k), np.int64), np.empty(nq, np.int64)
-        rc = _get_maxscore()(qids, qptr, self.data, self.indices, self.indptr, self.n, self.bounds(), k,
+        rc = _get_maxscore()(qids, qptr, self.data, self.indices, self.indptr, self.n, self.bounds(), k, floor,
                              bufs["acc"][: self.n], bufs["touched"], out_s, out_r, out_n)
         if rc < 0:
             raise IndexCorruptError(f"{self.label}: a term's offsets or a passage id are out of range (the "
@@ -849,8 +871,9 @@ class _Shard:
 class ShardedBM25Retriever:
     """BM25 over a sharded, memory-mapped index: exact top k across shards (see the module docstring).
 
-    Load it with ``load_index(DIR)``; ``n_threads`` > 1 scores that many shards at once (numba releases the
-    GIL). ``passages`` is a memory-mapped :class:`~searchgym.retrieval.store.PassageStore`.
+    Load it with ``load_index(DIR)``; ``n_threads`` > 1 splits a batch's queries (or, for fewer queries than
+    threads, the shards) between that many threads (numba releases the GIL). ``passages`` is a memory-mapped
+    :class:`~searchgym.retrieval.store.PassageStore`.
     """
 
     kind = "bm25"
@@ -911,25 +934,37 @@ class ShardedBM25Retriever:
     def search(self, query: str, k: int = 3) -> list[Hit]:
         return self.batch_search([query], k)[0]
 
-    def _shard_results(self, shard: _Shard, encoded: list[np.ndarray], k: int
-                       ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """One shard's (scores, global rows) for each query: MaxScore-pruned in one kernel call for the batch,
-        or exhaustively per query (``pruning=False``, or a query the pruned kernel hands back)."""
+    def _exhaustive(self, shard: _Shard, encoded: list[np.ndarray], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """One shard's (scores, global rows) for each query, every posting scored (``pruning=False``)."""
+        bufs = self._bufs()
         empty = (np.empty(0, np.float32), np.empty(0, np.int64))
-        if not self.pruning:
-            bufs = self._bufs()
-            return [shard.topk(q, k, bufs) if len(q) else empty for q in encoded]
-        qptr = np.zeros(len(encoded) + 1, np.int64)
+        return [shard.topk(q, k, bufs) if len(q) else empty for q in encoded]
+
+    def _pruned(self, encoded: list[np.ndarray], k: int, shards: Sequence[_Shard]) -> tuple[np.ndarray, np.ndarray]:
+        """The merged top k of a batch over ``shards`` (consecutive, in order): ``(scores, global rows)``, each
+        ``(len(encoded), k)`` in (score desc, row asc) order, padded with ``-inf`` / the largest int64.
+
+        The shards are scored one after the other, each with the k-th score the shards before it gave each
+        query as its floor (see :func:`_maxscore_py`), merged as they come."""
+        nq = len(encoded)
+        qptr = np.zeros(nq + 1, np.int64)
         np.cumsum([len(q) for q in encoded], out=qptr[1:])
         qids = np.concatenate(encoded) if qptr[-1] else np.empty(0, np.int64)
-        out_s, out_r, out_n = shard.topk_batch(qids, qptr, k, self._bufs())
-        res = []
-        for qi, n in enumerate(out_n.tolist()):
-            if n >= 0:
-                res.append((out_s[qi, :n], out_r[qi, :n] + shard.start))
-            else:
-                res.append(shard.topk(encoded[qi], k, self._bufs()))
-        return res
+        top_s = np.full((nq, k), -np.inf, np.float32)
+        top_r = np.full((nq, k), _NO_ROW, np.int64)
+        floor = np.full(nq, -1.0)
+        bufs = self._bufs()
+        for shard in shards:
+            out_s, out_r, out_n = shard.topk_batch(qids, qptr, k, floor, bufs)
+            out_r += shard.start
+            missing = np.arange(k)[None, :] >= out_n[:, None]
+            out_s[missing], out_r[missing] = -np.inf, _NO_ROW
+            for qi in np.flatnonzero(out_n == -2):  # a term with a negative score: the exhaustive kernel
+                sc, rows = shard.topk(encoded[qi], k, bufs)
+                out_s[qi, : len(sc)], out_r[qi, : len(rows)] = sc, rows
+            top_s, top_r = _merge(top_s, top_r, out_s, out_r, k)
+            floor = np.where(np.isfinite(top_s[:, -1]), top_s[:, -1], -1.0).astype(np.float64)
+        return top_s, top_r
 
     def batch_search(self, queries: Sequence[str], k: int = 3, *, n_threads: int | None = None
                      ) -> list[list[Hit]]:
@@ -945,20 +980,47 @@ class ShardedBM25Retriever:
             raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
         if not any(len(q) for q in encoded):
             return [[] for _ in queries]
-        threads = min(self.n_threads if n_threads is None else n_threads, self.n_shards)
-        if threads > 1:
-            with ThreadPoolExecutor(max_workers=threads) as ex:
-                per_shard = list(ex.map(lambda s: self._shard_results(s, encoded, k), self._shards))
+        threads = max(1, min(self.n_threads if n_threads is None else n_threads, self.n_shards))
+        if not self.pruning:
+            if threads > 1:
+                with ThreadPoolExecutor(max_workers=threads) as ex:
+                    per_shard = list(ex.map(lambda s: self._exhaustive(s, encoded, k), self._shards))
+            else:
+                per_shard = [self._exhaustive(s, encoded, k) for s in self._shards]
+            results = []
+            for qi in range(len(encoded)):
+                sc = np.concatenate([r[qi][0] for r in per_shard])
+                rows = np.concatenate([r[qi][1] for r in per_shard])
+                order = np.lexsort((rows, -sc))[:k]
+                results.append((sc[order], rows[order]))
+        elif threads == 1:
+            top_s, top_r = self._pruned(encoded, k, self._shards)
+            results = list(zip(top_s, top_r))
         else:
-            per_shard = [self._shard_results(s, encoded, k) for s in self._shards]
+            # threads split the queries (each carries its floors through every shard); a batch smaller than
+            # the threads splits the shards instead, and the groups' lists are merged
+            if len(encoded) >= threads:
+                cuts = np.array_split(np.arange(len(encoded)), threads)
+                parts = [(encoded[c[0]: c[-1] + 1], self._shards) for c in cuts]
+            else:
+                cuts = np.array_split(np.arange(self.n_shards), threads)
+                parts = [(encoded, self._shards[c[0]: c[-1] + 1]) for c in cuts]
+            with ThreadPoolExecutor(max_workers=threads) as ex:
+                got = list(ex.map(lambda p: self._pruned(p[0], k, p[1]), parts))
+            if len(encoded) >= threads:
+                top_s, top_r = np.concatenate([g[0] for g in got]), np.concatenate([g[1] for g in got])
+            else:
+                top_s, top_r = got[0]
+                for s2, r2 in got[1:]:
+                    top_s, top_r = _merge(top_s, top_r, s2, r2, k)
+            results = list(zip(top_s, top_r))
         out: list[list[Hit]] = []
         store = self._passages
-        for qi in range(len(encoded)):
-            sc = np.concatenate([r[qi][0] for r in per_shard])
-            rows = np.concatenate([r[qi][1] for r in per_shard])
-            order = np.lexsort((rows, -sc))[:k]
+        for sc, rows in results:
             hits = []
-            for s, row in zip(sc[order].tolist(), rows[order].tolist()):
+            for s, row in zip(sc.tolist(), rows.tolist()):
+                if s == -math.inf:
+                    break
                 p = store[row]
                 hits.append(Hit(p.id, s, p))
             out.append(hits)
@@ -970,7 +1032,7 @@ class ShardedBM25Retriever:
         if probe is not None:
             q = np.array([probe], np.int64)
             self._shards[0].topk(q, 1, self._bufs())
-            self._shards[0].topk_batch(q[:0], np.zeros(1, np.int64), 1, self._bufs())
+            self._shards[0].topk_batch(q[:0], np.zeros(1, np.int64), 1, np.full(0, -1.0), self._bufs())
 
 
 def _check_load_options(options: dict[str, Any]) -> None:
