@@ -39,7 +39,7 @@ import struct
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -653,13 +653,37 @@ class _RetrieveHandler:
             raise _BadRequest(413, f"request body over the {limit:,}-byte limit ({sent} bytes sent)")
         return b"".join(parts)
 
+    async def _in_pool(self, gone: Callable[[], Awaitable[Any]] | None, fn: Callable[..., Answer], *args: Any
+                       ) -> Answer:
+        """``fn(*args)`` on the search pool. When ``gone`` (which returns once the client has disconnected)
+        returns first, a search still waiting for a thread is dropped and never runs, and :class:`_Disconnected`
+        is raised: a client that timed out and retried leaves no abandoned search queued ahead of its retry. A
+        search already running finishes and its answer is released."""
+        assert self.pool is not None
+        cf = self.pool.submit(fn, *args)
+        fut = asyncio.wrap_future(cf)
+        if gone is None:
+            return await fut
+        watcher = asyncio.ensure_future(gone())
+        try:
+            await asyncio.wait((fut, watcher), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+        if fut.done():
+            return fut.result()
+        if not cf.cancel():  # running: drop its answer when it comes
+            fut.add_done_callback(_discard_answer)
+        raise _Disconnected
+
     async def __call__(self, authorization: bytes | None, content_length: bytes | None,
                        chunks: AsyncIterator[bytes], content_type: bytes | None = None,
+                       gone: Callable[[], Awaitable[Any]] | None = None,
                        ) -> tuple[int, Answer, list[tuple[bytes, bytes]]]:
         """(status, body, extra headers); a msgpack answer's headers start with its Content-Type.
 
         A large answer comes back as a :class:`_Streamed` body: the request stays counted in ``max_inflight``
-        (and its hits in ``max_inflight_hits``) until the caller has sent it and closed it."""
+        (and its hits in ``max_inflight_hits``) until the caller has sent it and closed it. ``gone``, when
+        given, returns once the client has disconnected (see :meth:`_in_pool`)."""
         if not self.authorized(authorization):
             return _UNAUTHORIZED
         if self.inflight >= self.max_inflight:
@@ -675,16 +699,14 @@ class _RetrieveHandler:
             ok = _MSGPACK_HEADERS if msgpack else []
             pool = self.pool
             if pool is not None and len(body) > _INLINE_BODY_BYTES:  # parsing a large body takes a while too
-                answer = await asyncio.get_running_loop().run_in_executor(pool, self._parse_and_answer, body,
-                                                                          msgpack)
+                answer = await self._in_pool(gone, self._parse_and_answer, body, msgpack)
                 return 200, answer, ok
             queries, topk, return_scores, shape = self._parse(body, msgpack)
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
                 answer = self._answer(queries, topk, return_scores, shape)
             else:
-                answer = await asyncio.get_running_loop().run_in_executor(
-                    pool, self._answer, queries, topk, return_scores, shape)
+                answer = await self._in_pool(gone, self._answer, queries, topk, return_scores, shape)
             return 200, answer, ok
         except _BadRequest as e:
             return e.status, _detail(e.detail), [(b"retry-after", b"1")] if e.status == 503 else []
@@ -728,6 +750,12 @@ class _Streamed:
 Answer = bytes | _Streamed
 
 
+def _discard_answer(fut: asyncio.Future[Answer]) -> None:
+    """The answer of a search whose client left while it ran: release what it holds."""
+    if not fut.cancelled() and fut.exception() is None and isinstance(fut.result(), _Streamed):
+        fut.result().close()
+
+
 def _detail(text: str) -> bytes:
     return json.dumps({"detail": text}).encode()
 
@@ -768,9 +796,13 @@ class RetrievalApp(FastAPI):
                 if not message.get("more_body", False):
                     return
 
+        async def gone() -> None:  # returns once the client has disconnected (the body has been read by then)
+            while (await receive())["type"] != "http.disconnect":
+                pass
+
         try:
             status, body, headers = await self.retrieve_handler(authorization, content_length, chunks(),
-                                                                content_type)
+                                                                content_type, gone)
         except _Disconnected:
             return
         except Exception as exc:
