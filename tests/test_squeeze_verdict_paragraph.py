@@ -28,3 +28,14 @@ def test_a_passed_gate_gives_the_lm_verdict_cost_remedies_and_dose():
     assert "largest cost is on shift_" in para and "4 of 4 RL arms moved it" in para
     assert "GRPO + KL to SFT start" in para and "GRPO + entropy bonus" in para   # every remedy, vs continued SFT
     assert "organism" not in para  # the GPU run has no strategy-policy stages: nothing is said of them
+
+
+def test_a_shift_cost_says_whether_it_survives_the_holm_correction():
+    """The default run on world v3 (sft and grpo arms): shift_homonym's own interval excludes 0, but over the six
+    shift splits its Holm-adjusted p does not; the verdict says both."""
+    s = json.loads((SUMMARY.parents[1] / "squeeze-default-v3" / "summary.json").read_text())
+    para = verdict_paragraph(s)
+    assert "largest cost is on shift_homonym -0.043 [-0.080, -0.007] (difference); Holm p 0.156 over 6 shift " \
+           "splits: not significant" in para
+    s["comparisons"]["grpo_vs_sft"]["shift:shift_homonym"]["p_holm"] = 0.01
+    assert "Holm p 0.01 over 6 shift splits." in verdict_paragraph(s)

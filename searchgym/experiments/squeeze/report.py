@@ -243,6 +243,16 @@ def _gate_warning(summary: dict[str, Any]) -> list[str]:
              "matter."), ""]
 
 
+def _worst_shift(shifts: dict[str, dict[str, Any]]) -> str:
+    """The shift split where GRPO loses most to continued SFT, with its interval and its Holm-adjusted p over
+    all the shift splits (a split's own interval can exclude 0 by chance when there are six)."""
+    worst = min(shifts, key=lambda k: shifts[k]["diff"])
+    ph = shifts[worst].get("p_holm")
+    holm = "" if ph is None else (f"; Holm p {_g(ph)} over {len(shifts)} shift splits" +
+                                  ("" if ph < 0.05 else ": not significant"))
+    return f"{worst[6:]} {_d(shifts[worst])}{holm}"
+
+
 def _d(d: dict[str, Any] | None) -> str:
     """A comparison ``diff [lo, hi]`` with its verdict (difference / equivalent / inconclusive)."""
     if not d or d.get("diff") is None:
@@ -269,10 +279,9 @@ def headline_summary(summary: dict[str, Any]) -> str:
     g = (summary.get("comparisons") or {}).get("grpo_vs_sft")
     if g:
         shifts = {k: v for k, v in g.items() if k.startswith("shift:") and v.get("diff") is not None}
-        worst = min(shifts, key=lambda k: shifts[k]["diff"]) if shifts else None
         lines.append(f"- LM, GRPO − continued SFT: strategy entropy {_d(g.get('strategy_entropy'))}; test success "
-                     f"{_d(g.get('test_success'))}" + (f"; worst shift split {worst[6:]} {_d(shifts[worst])}, Holm p "
-                                                       f"{_g(shifts[worst].get('p_holm'))}." if worst else "."))
+                     f"{_d(g.get('test_success'))}" + (f"; worst shift split {_worst_shift(shifts)}." if shifts
+                                                       else "."))
     sp = summary.get("strategy_policy")
     if sp and "grpo" in sp["arms"]:
         st, gr = sp["start"], sp["arms"]["grpo"]
@@ -366,14 +375,13 @@ def verdict_paragraph(summary: dict[str, Any]) -> str:
         moved = [a for a, d in dose.items() if d["moved"]]
         kl = (dose.get("grpo") or {}).get("kl_to_start_last")
         shifts = {k: v for k, v in g.items() if k.startswith("shift:") and v.get("diff") is not None}
-        worst = min(shifts, key=lambda k: shifts[k]["diff"]) if shifts else None
         se = g.get("strategy_entropy") or {}
         said = {"difference": "differs from", "equivalent": "is equivalent to"}.get(
             se.get("verdict") or "", "is not distinguishable from")
         parts.append(
             f"For the LM ({c.get('seeds')} seed(s) per arm, {at}; GRPO's final KL to its start {_f(kl)}, "
             f"{len(moved)} of {len(dose)} RL arms moved it), GRPO's strategy entropy {said} continued SFT's "
-            f"({_d(se)})" + (f"; its largest cost is on {worst[6:]} ({_d(shifts[worst])})" if worst else "") + ".")
+            f"({_d(se)})" + (f"; its largest cost is on {_worst_shift(shifts)}" if shifts else "") + ".")
         rem = [k[:-len("_vs_sft")] for k in summary["comparisons"] if k.endswith("_vs_sft") and k != "grpo_vs_sft"]
         if rem:
             parts.append("Remedies against continued SFT, strategy entropy: " + "; ".join(
@@ -399,7 +407,7 @@ def verdict_paragraph(summary: dict[str, Any]) -> str:
         r = {a: b["routing_share"] for a, b in ctx["arms"].items()}
         best = max(r, key=lambda a: r[a]["k"]) if r else None
         fired = (ctx.get("findings") or {}).get("positive_control_fired")
-        parts.append(f"On the mixed train split, the seeds whose policy routes the minority family: "
+        parts.append("On the mixed train split, the seeds whose policy routes the minority family: "
                      + ", ".join(f"{a} {v['k']}/{v['n']}" for a, v in r.items())
                      + (f" (most: {best}, Wilson [{r[best]['ci'][0]:.2f}, {r[best]['ci'][1]:.2f}])"
                         if best and r[best]["k"] else " (none routes)")
