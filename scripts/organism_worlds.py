@@ -25,7 +25,11 @@ def main() -> None:
     a = ap.parse_args()
 
     from searchgym.experiments.squeeze.config import SqueezeConfig
-    from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage, run_strategy_stage, strategy_block
+    from searchgym.experiments.squeeze.strategy_stage import (
+        run_contextual_stage,
+        run_strategy_stage,
+        strategy_block,
+    )
 
     rows_sp, rows_ctx = [], []
     for ws in [int(x) for x in a.world_seeds.split(",") if x.strip()]:

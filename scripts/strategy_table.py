@@ -118,9 +118,9 @@ def demo_share(preset: str, passes: int = 4, seed: int = 0, *, world_seed: int =
         picked: dict[str, str] = {}
 
         class Recording(DiverseAgent):
-            def _start(self, slot, obs, info):  # noqa: ANN001 - the agent's own signature
+            def _start(self, slot, obs, info):
                 st = super()._start(slot, obs, info)
-                picked[st.question] = st.strategy.name
+                picked[st.question] = st.strategy.name  # noqa: B023 - the class is used in this pass only
                 return st
 
         agent = Recording(seed=seed * 1000 + p, think=False, reader=Reader(w), max_searches=kw["max_turns"])

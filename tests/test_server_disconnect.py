@@ -15,7 +15,6 @@ import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
-import httpx
 
 _spec = importlib.util.spec_from_file_location("_sg_live_server_disconnect",
                                                Path(__file__).parent / "fixtures" / "server" / "live.py")

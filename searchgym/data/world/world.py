@@ -12,8 +12,8 @@ from ...retrieval.base import Passage
 from ..qa import QAExample
 from .aliases import alias_passages, make_alias_questions, make_aliases, n_shift_strategy
 from .generate import PASSAGES_PER_ENTITY, Built, Entity, build
-from .renames import make_rename_questions, make_renames, rename_passages
 from .questions import make_questions
+from .renames import make_rename_questions, make_renames, rename_passages
 from .schema import (
     ENTITY_TYPES,
     FAMILIES,

@@ -649,5 +649,19 @@ def with_overrides(cfg: StrategyConfig, **kw: Any) -> StrategyConfig:
     return replace(cfg, **kw)
 
 
-__all__ = ["ALL_ARMS", "ARMS", "EVAL_SPLITS", "EVAL_SPLITS_V3", "eval_splits", "EXTRA_ARMS", "Featurizer", "Outcomes", "StrategyConfig", "compute_outcomes", "mean_ci",
-           "policy_stats", "run_strategy_experiment", "with_overrides"]
+__all__ = [
+    "ALL_ARMS",
+    "ARMS",
+    "EVAL_SPLITS",
+    "EVAL_SPLITS_V3",
+    "EXTRA_ARMS",
+    "Featurizer",
+    "Outcomes",
+    "StrategyConfig",
+    "compute_outcomes",
+    "eval_splits",
+    "mean_ci",
+    "policy_stats",
+    "run_strategy_experiment",
+    "with_overrides",
+]
