@@ -94,6 +94,37 @@ def test_generate_batched_kv_cache_matches_teacher_forcing(tiny):
     assert [b.token_ids for b in batched] == [s.token_ids for s in single]
 
 
+def test_generate_keeps_only_last_logits_and_samples_the_same(tiny):
+    """generate() asks the model for the last position's logits only (``logits_to_keep=1``); a model whose
+    forward lacks that argument is called without it, and both sample the same tokens with the same logprobs."""
+    from searchgym.agents.lm import _accepts_logits_to_keep
+
+    model, tok = tiny
+    seen: list[dict] = []
+
+    class NoKeep(torch.nn.Module):  # the same weights behind a forward without logits_to_keep
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config, self.generation_config = inner, inner.config, inner.generation_config
+
+        def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None):
+            seen.append({"width": input_ids.shape[1]})
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                              past_key_values=past_key_values, use_cache=use_cache)
+
+    plain = NoKeep(model)
+    assert _accepts_logits_to_keep(model) and not _accepts_logits_to_keep(plain)
+    prompts = [tok("Question: what year was it founded?")["input_ids"], tok("Answer")["input_ids"]]
+    kept = generate(model, tok, prompts, max_new_tokens=10, temperature=1.0, stop_strings=(),
+                    generator=torch.Generator().manual_seed(5))
+    full = generate(plain, tok, prompts, max_new_tokens=10, temperature=1.0, stop_strings=(),
+                    generator=torch.Generator().manual_seed(5))
+    assert seen and seen[0]["width"] == max(len(p) for p in prompts)  # the fallback path ran
+    assert [o.token_ids for o in kept] == [o.token_ids for o in full]
+    for a, b in zip(kept, full):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
 def test_generate_stops_at_stop_string_per_sequence(tiny):
     model, tok = tiny
     prompts = ["Question: what", "<answer> paris"]

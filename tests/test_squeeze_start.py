@@ -85,7 +85,18 @@ def test_presets_and_cli_flags(tmp_path):
     assert q.quick and q.preset_name == "quick" and q.start_from == "shipped"
     assert SqueezeConfig.preset(name="quick").start_from == "shipped"
     d, long = SqueezeConfig.preset(), SqueezeConfig.preset(name="long")
-    assert d.start_from is None and long.rl.total_steps == LONG_RL["total_steps"]
+    assert long.rl.total_steps == LONG_RL["total_steps"]
+    # every preset starts the tiny LM from the shipped start (its own pipeline's, bit for bit); a real LM, or
+    # --only-start (which builds a start), trains its own unless told otherwise
+    assert d.start_from == long.start_from == "shipped" and not d.trains_start()
+    assert SqueezeConfig.preset(model="some/model").trains_start()
+    assert SqueezeConfig.preset(only_start=True).trains_start()
+    assert SqueezeConfig.preset(start_from="train").trains_start()
+    assert SqueezeConfig.preset(model="m", start_from="/a/start").start_from == "/a/start"
+    # the gate is measured as the manifest's was, whatever the evaluation's samples per question
+    from searchgym.experiments.squeeze.start import read_manifest
+
+    assert d.gate_samples == q.gate_samples == (read_manifest() or {})["gate"]["samples"]
     assert long.rl.learning_rate == LONG_RL["learning_rate"]
     # the quick preset starts from the default pipeline's start: world and recipe are the default's
     for k in ("n_entities", "world_seed", "demo_passes", "tiny", "pretrain", "sft", "max_turns", "top_k",

@@ -26,7 +26,7 @@ def _tiny_cfg(out, **kw):
                                     warmup_steps=1),
                         rl=RLArgs(total_steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8,
                                   micro_batch_size=4, checkpoint_every=1, max_context=512),
-                        eval_questions=2, eval_shift_questions=1, eval_samples=2, threads=1,
+                        eval_questions=2, eval_shift_questions=1, eval_samples=2, gate_samples=2, threads=1,
                         passk_max=4, passk_questions=2,
                         strategy_seeds=0)  # the strategy stage has its own test (test_squeeze_strategy_stage.py)
     for k, v in kw.items():
@@ -289,20 +289,26 @@ def test_diff_ci_welch_and_no_detectable_difference():
     assert line.startswith("- GRPO − continued SFT: test success +0.000") and "no detectable difference" in line
 
 
-@pytest.mark.slow
 def test_parallel_arms_give_the_same_results_as_one_process(tmp_path, one_thread):
-    """--jobs 2 runs arm-seeds in worker processes; every figure equals the one-process run's."""
+    """--jobs 2 runs arm-seeds, and the SFT start's evaluation and pass@k, in worker processes; every figure
+    equals the one-process run's."""
     from searchgym.experiments.squeeze import experiment as sq
 
-    runs = {}
+    runs, starts = {}, {}
     for jobs in (1, 2):
-        cfg = _tiny_cfg(tmp_path / f"j{jobs}", arms=("grpo",), seeds=2, jobs=jobs, passk_max=0)
-        sq.run(cfg, log=lambda s: None)
-        runs[jobs] = [json.loads((tmp_path / f"j{jobs}" / "arms" / "grpo" / f"seed{s}" / "eval.json").read_text())
-                      for s in (1, 2)]
+        d = tmp_path / f"j{jobs}"
+        logs: list[str] = []
+        sq.run(_tiny_cfg(d, arms=("grpo",), seeds=1, jobs=jobs, gate_questions=4), log=logs.append)
+        runs[jobs] = [json.loads((d / "arms" / "grpo" / "seed1" / "eval.json").read_text())]
+        starts[jobs] = [json.loads((d / "start_eval" / n).read_text()) for n in ("eval.json", "passk.json")]
+        assert any("and the SFT start evaluation in 2 worker" in x for x in logs) == (jobs == 2)
     for a, b in zip(runs[1], runs[2]):
         a.pop("train_time_s"), b.pop("train_time_s")
         assert a == b
+    for a, b in zip(starts[1], starts[2]):
+        a.pop("time_s", None), b.pop("time_s", None)
+        assert a == b
+    assert starts[2][0]["gate"]["questions"] == 4  # the gate record travels with the pooled evaluation
 
 
 def test_gate_on_the_wilson_lower_bound_holm_and_equivalence():

@@ -30,6 +30,11 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         ship_start: bool = typer.Option(False, "--ship-start", help="With --only-start: copy the SFT start into "
                                                                     "the package data (the start `make demo` "
                                                                     "runs from)."),
+        start_from: str = typer.Option(None, "--start-from", help="The SFT start: 'shipped' (the package's, built "
+                                                                  "by this pipeline bit for bit; the presets' "
+                                                                  "default for the tiny LM), 'train' (build this "
+                                                                  "run's own: about 21 minutes; --only-start's "
+                                                                  "default), or a model directory."),
         out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
         seeds: int = typer.Option(None, "--seeds", help="Seeds per LM arm (default 6; --quick: 1)."),
         model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
@@ -92,6 +97,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             cfg = sq.SqueezeConfig.preset(quick, name=preset, out=str(out), seeds=seeds, model=model, device=device,
                                           only_start=only_start or None, ship_start=ship_start or None,
                                           resume=resume, arms=_arms(arms), threads=threads, jobs=jobs,
+                                          start_from=start_from,
                                           passk_max=passk_max,
                                           minibatches=minibatches, strategy_seeds=strategy_seeds,
                                           strategy_arms=_arms(strategy_arms), strategy_steps=strategy_steps)

@@ -90,14 +90,20 @@ class SqueezeConfig:
     eval_questions: int = 128             # train-split questions evaluated per model (RL trains on the whole split)
     eval_shift_questions: int = 128       # questions per held-out split (test and each shift split); the gate
     #                                       reads its Wilson lower bound on these, so >= 128 keeps it informative
-    eval_samples: int = 4                 # samples per question (pass@k up to this k; larger k: passk_max)
+    eval_samples: int = 2                 # samples per question (pass@k up to this k; larger k: passk_max); 2, not
+    #                                       4, keeps the default run within 90 minutes on 2 cores (evaluation was
+    #                                       two thirds of an arm-seed's time); the CIs are over seeds and questions
     eval_temperature: float = 1.0         # sampling temperature for evaluation
     competence_gate: float = 0.3          # the SFT start's success on unseen test questions below which the LM
     #                                       findings are marked unusable (the run still finishes)
-    gate_questions: int = 256             # test questions of the gate (eval_samples each; its Wilson lower bound
+    gate_questions: int = 256             # test questions of the gate (gate_samples each; its Wilson lower bound
     #                                       is over questions: 0.375 on 128 has 0.296, on 256 0.317)
-    start_from: str | None = None         # None: train the SFT start; "shipped": the package's start when its key
-    #                                       matches this config (start.py), else train one (with a warning)
+    gate_samples: int = 4                 # samples per gate question (the shipped start's manifest has 4)
+    start_from: str | None = None         # None or "train": train the SFT start; "shipped": the package's start
+    #                                       when its key matches this config (start.py), else train one (with a
+    #                                       warning); a path: that model. The presets use "shipped" for the tiny
+    #                                       LM: it is the start their own pipeline builds, bit for bit (make
+    #                                       sft-start), so a run does not spend 21 minutes rebuilding it
     preset_name: str = "default"          # quick | default | long (PRESETS)
     gate_questions_from_manifest: bool = True  # the shipped start's gate figures from its manifest when they were
     #                                       measured the same way (questions, samples, temperature), not re-run
@@ -139,10 +145,14 @@ class SqueezeConfig:
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
                        passk_questions=4, passk_splits=("test",))
         elif name == "long":
-            base = cls(rl=replace(cls().rl, **LONG_RL))
+            base = cls(rl=replace(cls().rl, **LONG_RL), start_from="shipped")
         else:
-            base = cls()
+            base = cls(start_from="shipped")
         base.preset_name = name
+        if overrides.get("start_from") is None and (overrides.get("model") is not None
+                                                     or overrides.get("only_start")):
+            # a real LM gets its own SFT start (the shipped one is the tiny LM's), and --only-start builds one
+            base.start_from = "train"
         for k, v in overrides.items():
             if v is None:
                 continue
@@ -166,8 +176,9 @@ class SqueezeConfig:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
-        if self.eval_samples < 1:
-            raise ConfigError("eval_samples must be >= 1")
+        if self.eval_samples < 1 or self.gate_samples < 1:
+            raise ConfigError(f"eval_samples and gate_samples must be >= 1, got {self.eval_samples}, "
+                              f"{self.gate_samples}")
         if self.minibatches < 1:
             raise ConfigError(f"--minibatches must be >= 1, got {self.minibatches}")
         n = self.rl.prompts_per_step * self.rl.group_size
@@ -210,6 +221,10 @@ class SqueezeConfig:
         for arm in self.arms:
             if arm != "sft":
                 self.arm_args(arm, 1).validate()
+
+    def trains_start(self) -> bool:
+        """Whether the SFT start is built by this run (not the shipped one, not a given path)."""
+        return self.start_from in (None, "train")
 
     def arm_jobs(self) -> int:
         """Worker processes for the arms stage (each runs one arm-seed with one torch thread)."""

@@ -131,8 +131,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
             if "sft" in built:  # the demonstrations' figures (summary "demos", world.demo_share) come with it
                 mark("sft", {**built["sft"], "time_s": 0.0, "source": "shipped"})
             mark("start", {"source": "shipped", "path": str(shipped)})
-    elif cfg.start_from:
-        sft_model = Path(cfg.start_from)
+    elif not cfg.trains_start():
+        sft_model = Path(str(cfg.start_from))
         log(f"[2/6] SFT start: {sft_model}")
         mark("start", {"source": "path", "path": str(sft_model)})
     if cfg.model is None and sft_model == sft_dir / "model":
@@ -144,7 +144,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
             for k, v in built.items():
                 mark(k, v)
         mark("start", {"source": "trained", "path": str(sft_model)})
-    elif cfg.model is not None and cfg.start_from is None:
+    elif cfg.model is not None and cfg.trains_start():
         model, tok = load_lm(cfg.model, device=cfg.device)
         log(f"[2/6] model: {cfg.model} ({count_parameters(model) / 1e6:.2f}M parameters)")
         if not (cfg.resume and stages.get("sft")):
@@ -154,33 +154,39 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     n_params = count_parameters(model)
     del model, tok
 
-    # ---- 4. evaluate the SFT start
-    start_eval_path = out / "start_eval" / "eval.json"
+    # ---- 4. the SFT start: its competence gate, then its evaluation (train + held-out splits) and pass@k
+    start_dir = out / "start_eval"
+    start_eval_path = start_dir / "eval.json"
+    gate_path = start_dir / "gate.json"
+    start_eval: dict[str, Any] | None = None
     if cfg.resume and start_eval_path.exists():
         start_eval = json.loads(start_eval_path.read_text())
-    elif cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
-        log("[4/6] the SFT start's competence gate")
-        start_eval = {"gate": start_gate(ctx, sft_model, shipped)}
-        start_eval_path.parent.mkdir(parents=True, exist_ok=True)
-        _write_json(start_eval_path, start_eval)
+    if start_eval is not None and start_eval.get("gate"):
+        gate_rec = start_eval["gate"]
+    elif cfg.resume and gate_path.exists():
+        gate_rec = json.loads(gate_path.read_text())
     else:
-        log("[4/6] evaluating the SFT start (train + shift splits)")
-        t0 = time.time()
-        m0, t0k = load_lm(sft_model, device=cfg.device)
-        start_eval = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out / "start_eval")
-        start_eval["gate"] = start_gate(ctx, sft_model, shipped)
+        log("[4/6] the SFT start's competence gate")
+        gate_rec = start_gate(ctx, sft_model, shipped)
+        start_dir.mkdir(parents=True, exist_ok=True)
+        _write_json(gate_path, gate_rec)
+    if cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
+        start_eval = {"gate": gate_rec}
         _write_json(start_eval_path, start_eval)
-        log(f"      train success {_n(start_eval['train']['success'])}  slot-H "
-            f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
-    # pass@k up to cfg.passk_max (start_eval/passk.json; reused on --resume)
-    if not cfg.only_start:
-        passk_stage(ctx, out / "start_eval", partial(load_lm, sft_model, device=cfg.device), seed=0,
-                    name="sft_start")
-
     from searchgym.experiments.squeeze.summary import competence
 
-    comp = competence(cfg, start_eval)
+    jobs = cfg.arm_jobs()
+    # with worker processes and a gate on its own questions, the start's evaluation is one more pool job beside
+    # the arms (it needs nothing from them, nor they from it): a quarter of an hour off the run's wall time
+    start_in_pool = start_eval is None and jobs > 1 and bool(gate_rec.get("questions"))
+    if start_eval is None and not start_in_pool:
+        log("[4/6] evaluating the SFT start (train + shift splits)")
+        start_eval = evaluate_start(ctx, sft_model, gate_rec)
+    if not cfg.only_start and not start_in_pool:
+        passk_stage(ctx, start_dir, partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+    comp = competence(cfg, start_eval if start_eval is not None else {"gate": gate_rec})
     if cfg.only_start:
+        assert start_eval is not None
         return only_start_summary(cfg, ctx, out, sft_model, start_eval, comp, stages, log)
     ts, lb, gate = comp["test_success"], comp["lower_bound"], comp["gate"]
     if not comp["passed"]:
@@ -203,16 +209,18 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
                 todo.append((i, arm, seed))  # only pass@k is missing; run_arm_seed reuses the arm's eval
         else:
             todo.append((i, arm, seed))
-    jobs = cfg.arm_jobs()
 
     def finished(arm: str, seed: int, ev: dict[str, Any], t: float) -> None:
         results[(arm, seed)] = ev
         mark(f"arm:{arm}:{seed}", {"time_s": t})
-        log(f"      {arm} seed {seed}: train success {_n(start_eval['train']['success'])} -> "
-            f"{_n(ev['train']['success'])}, test {_n(start_eval['test']['success'])} -> {_n(ev['test']['success'])}"
+        log(f"      {arm} seed {seed}: train success {_n(ev['train']['success'])}, test {_n(ev['test']['success'])}"
             f" ({t:.1f}s)")
 
-    if jobs <= 1 or len(todo) <= 1:
+    if jobs <= 1 or len(todo) + start_in_pool <= 1:
+        if start_in_pool:
+            log("[4/6] evaluating the SFT start (train + shift splits)")
+            start_eval = evaluate_start(ctx, sft_model, gate_rec)
+            passk_stage(ctx, start_dir, partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
         for i, arm, seed in todo:
             log(f"[5/6] arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
             t0 = time.time()
@@ -221,16 +229,25 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
-        log(f"[5/6] {len(todo)} arm-seed runs in {jobs} worker processes (1 torch thread each)")
+        log(f"[5/6] {len(todo)} arm-seed runs{' and the SFT start evaluation' if start_in_pool else ''} in "
+            f"{jobs} worker processes (1 torch thread each)")
         t_all = time.time()
         with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
                                  initializer=_worker_init, initargs=(cfg,)) as pool:
+            start_fut = pool.submit(_worker_start, str(sft_model), gate_rec) if start_in_pool else None
             futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed) for _, arm, seed in todo}
-            for f in as_completed(futs):
+            for f in as_completed([*futs, *([start_fut] if start_fut else [])]):
+                if f is start_fut:
+                    start_eval, t = f.result()
+                    mark("start_eval", {"time_s": t})
+                    log(f"      SFT start: train success {_n(start_eval['train']['success'])}, test "
+                        f"{_n(start_eval['test']['success'])} ({t:.1f}s)")
+                    continue
                 arm, seed = futs[f]
                 ev, t = f.result()
                 finished(arm, seed, ev, t)
         log(f"      arms done in {time.time() - t_all:.0f}s")
+    assert start_eval is not None
     arm_results: dict[str, list[dict[str, Any]]] = {}
     for arm, seed in runs:
         arm_results.setdefault(arm, []).append(results[(arm, seed)])
@@ -269,13 +286,28 @@ def start_gate(ctx: Context, sft_model: Path, shipped: Path | None) -> dict[str,
     if shipped is not None:
         g = (read_manifest(shipped) or {}).get("gate") or {}
         if (g.get("questions") == min(c.gate_questions, len(ctx.world.split("test"))) and g.get("samples") ==
-                c.eval_samples and g.get("temperature") == c.eval_temperature and c.gate_questions_from_manifest):
+                c.gate_samples and g.get("temperature") == c.eval_temperature and c.gate_questions_from_manifest):
             return {**g, "source": "shipped start's manifest (measured when it was built)"}
     t0 = time.time()
-    g = gate_eval(ctx, sft_model, questions=c.gate_questions, samples=c.eval_samples)
+    g = gate_eval(ctx, sft_model, questions=c.gate_questions, samples=c.gate_samples)
     ctx.log(f"      gate: {g['successes']:.2f}/{g['questions']} test questions, 95% Wilson lower bound "
             f"{g['lower_bound']:.3f} ({time.time() - t0:.1f}s)")
     return {**g, "source": "measured in this run"}
+
+
+def evaluate_start(ctx: Context, sft_model: Path, gate_rec: dict[str, Any]) -> dict[str, Any]:
+    """The SFT start's evaluation (the arms' baseline) with its gate record, in ``OUT/start_eval/eval.json``."""
+    from searchgym.train.tiny_lm import load_lm
+
+    t0 = time.time()
+    m0, t0k = load_lm(sft_model, device=ctx.cfg.device)
+    out_dir = Path(ctx.cfg.out) / "start_eval"
+    ev = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out_dir)
+    ev["gate"] = gate_rec
+    _write_json(out_dir / "eval.json", ev)
+    ctx.log(f"      SFT start: train success {_n(ev['train']['success'])}  slot-H "
+            f"{_n(ev['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
+    return ev
 
 
 def only_start_summary(cfg: SqueezeConfig, ctx: Context, out: Path, sft_model: Path, start_eval: dict[str, Any],
@@ -347,6 +379,18 @@ def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], fl
     assert _WORKER_CTX is not None
     t0 = time.time()
     ev = run_arm_seed(_WORKER_CTX, arm, seed, Path(sft_model))
+    return ev, time.time() - t0
+
+
+def _worker_start(sft_model: str, gate_rec: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """The SFT start's evaluation and pass@k, as a job of the arms' pool."""
+    from searchgym.train.tiny_lm import load_lm
+
+    assert _WORKER_CTX is not None
+    t0 = time.time()
+    ev = evaluate_start(_WORKER_CTX, Path(sft_model), gate_rec)
+    passk_stage(_WORKER_CTX, Path(_WORKER_CTX.cfg.out) / "start_eval",
+                partial(load_lm, Path(sft_model), device=_WORKER_CTX.cfg.device), seed=0, name="sft_start")
     return ev, time.time() - t0
 
 

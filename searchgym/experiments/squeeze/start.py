@@ -11,7 +11,7 @@ every file. One command regenerates it (bit-for-bit on one platform and torch ve
 
     searchgym squeeze --only-start --ship-start --out runs/start
 
-A run that asks for the shipped start (``cfg.start_from == "shipped"``, the quick preset) uses it only when its
+A run that asks for the shipped start (``cfg.start_from == "shipped"``, every preset's for the tiny LM) uses it only when its
 own :func:`start_key` equals the recorded one; otherwise it trains its own start and says why
 (:func:`shipped_start`).
 """
