@@ -20,14 +20,24 @@ def require(ok: object, reason: str) -> None:
     pytest.skip(reason)
 
 
-def load_script(name: str) -> ModuleType:
-    """``scripts/NAME.py`` as a module (the scripts are not a package)."""
-    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+def _load_path(name: str, path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/NAME.py`` as a module (the scripts are not a package)."""
+    return _load_path(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+
+
+def load_server_fixture(name: str = "live") -> ModuleType:
+    """``tests/fixtures/server/NAME.py`` as a module: ``live`` (a real uvicorn server on 127.0.0.1 and a real
+    BM25 index) or ``raw`` (a raw-socket server that misbehaves on purpose)."""
+    return _load_path(f"_sg_server_fixture_{name}", Path(__file__).resolve().parent / "fixtures" / "server" /
+                      f"{name}.py")
 
 
 class CountingRetriever:

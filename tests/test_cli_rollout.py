@@ -3,18 +3,15 @@ server; --prompt-template and the prompt a squeeze-trained model directory carri
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
+from helpers import load_server_fixture
 from typer.testing import CliRunner
 
 from searchgym.cli import app
 
-_spec = importlib.util.spec_from_file_location("live", Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+live = load_server_fixture("live")
 
 
 def _invoke(*args, env=None):

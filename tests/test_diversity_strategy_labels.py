@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from helpers import load_script
 
 from searchgym.diversity.strategy import EvidenceContext, classify, name_parts
 
@@ -11,10 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _agreement():
-    spec = importlib.util.spec_from_file_location("strategy_agreement", ROOT / "scripts" / "strategy_agreement.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("strategy_agreement")
 
 
 def test_agreement_and_kappa_with_the_hand_labels():

@@ -3,9 +3,7 @@ a Retriever object; and the errors for inputs that cannot work."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -16,10 +14,9 @@ from searchgym.errors import ConfigError, CorpusFormatError
 from searchgym.retrieval import BM25Retriever, build_index
 
 pytest.importorskip("uvicorn")
-_spec = importlib.util.spec_from_file_location("_sg_live_server_env", Path(__file__).parent / "fixtures" / "server" /
-                                               "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+from helpers import load_server_fixture
+
+live = load_server_fixture("live")
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,8 @@ is a typed error naming it (or an explicitly flagged partial result), never fewe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +19,9 @@ from searchgym.retrieval.router import (
 )
 
 pytest.importorskip("uvicorn")
-_spec = importlib.util.spec_from_file_location("_sg_live_scale_router",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+from helpers import load_server_fixture
+
+live = load_server_fixture("live")
 
 QUERIES = ["w1 w2 w3", "alpha beta gamma", "w5 w5 w77 alpha", "nothing-known", "w250 w299 w10 w3", "w7 w8"]
 

@@ -3,23 +3,18 @@ bad input (always a 4xx with a reason, never a 500, server still up), auth, /hea
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx
-from helpers import CountingRetriever  # tests/ is on sys.path under pytest
+from helpers import CountingRetriever, load_server_fixture  # tests/ is on sys.path under pytest
 
 from searchgym.errors import QueryError
 
-_spec = importlib.util.spec_from_file_location("_sg_live_server_api",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+live = load_server_fixture("live")
 
 MAX_QUERIES = 50
 

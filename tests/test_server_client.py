@@ -5,10 +5,8 @@ is killed and restarted on the same port."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,15 +14,13 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from helpers import load_server_fixture
 
 from searchgym.errors import ConfigError, QueryError, RetrieverUnavailableError
 from searchgym.retrieval.base import Passage, Retriever
 from searchgym.retrieval.remote import RemoteRetriever, document_to_passage
 
-_spec = importlib.util.spec_from_file_location("_sg_live_server_client",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+live = load_server_fixture("live")
 
 FAST = {"timeout": 2.0, "max_retries": 2, "backoff": 0.02}  # small backoff keeps failure tests short
 

@@ -4,11 +4,9 @@ answers far over the size cap, 429 / 503 with Retry-After, and the API key read 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -16,21 +14,13 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from helpers import load_server_fixture
 
 from searchgym.errors import ConfigError, RetrieverProtocolError, RetrieverUnavailableError
 from searchgym.retrieval.remote import RemoteRetriever
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_sg_{name}_client_limits",
-                                                  Path(__file__).parent / "fixtures" / "server" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-live = _load("live")
-raw = _load("raw")
+live = load_server_fixture("live")
+raw = load_server_fixture("raw")
 
 GOOD = json.dumps({"result": [[{"document": {"id": "a", "contents": '"T"\nx'}, "score": 1.0}]]}).encode()
 

@@ -4,22 +4,19 @@ index behind a gate that holds the searches until the test lets them go."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-_spec = importlib.util.spec_from_file_location("_sg_live_server_disconnect",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+from helpers import load_server_fixture
+
+live = load_server_fixture("live")
 
 
 class GatedRetriever:

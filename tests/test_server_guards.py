@@ -4,7 +4,6 @@ being rendered, and the API key reaches --workers processes without their enviro
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import select
 import socket
@@ -19,13 +18,11 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 import httpx
+from helpers import load_server_fixture
 
 from searchgym.retrieval.base import Hit, Passage
 
-_spec = importlib.util.spec_from_file_location("_sg_live_server_guards",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+live = load_server_fixture("live")
 
 QUICK = {"keep_alive_s": 0.3, "header_s": 0.5, "body_s": 0.5}
 REQUEST = b'{"queries": ["zebra stripes"], "topk": 1}'

@@ -3,10 +3,8 @@ HTTP on 127.0.0.1: GEM's own client against the server, the raw wire forms, and 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,11 +12,9 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 msgspec = pytest.importorskip("msgspec")
 import httpx
+from helpers import load_server_fixture
 
-_spec = importlib.util.spec_from_file_location("_sg_live_server_msgpack",
-                                               Path(__file__).parent / "fixtures" / "server" / "live.py")
-live = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(live)
+live = load_server_fixture("live")
 
 from test_server_api import F1, H1, Z1  # the hand-written contract passages (same corpus as the JSON tests)
 

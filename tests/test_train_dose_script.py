@@ -3,10 +3,8 @@ move criterion (issue 21 §3). The real sweep runs from a squeeze run's SFT star
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
+from helpers import load_script
 
 pytest.importorskip("transformers")
 
@@ -18,9 +16,7 @@ def test_dose_sweep_on_a_tiny_start(tmp_path, one_thread):
     from searchgym.experiments.squeeze.stages import Context, warm_start
     from searchgym.train.tiny_lm import create_tiny_lm, world_texts
 
-    spec = importlib.util.spec_from_file_location("lm_dose", Path(__file__).parents[1] / "scripts" / "lm_dose.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("lm_dose")
     cfg = _tiny_cfg(tmp_path)
     ctx = Context(cfg, lambda s: None)
     model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp_path / "base", cfg.tiny, seed=0)

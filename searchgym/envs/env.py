@@ -11,8 +11,7 @@ import numpy as np
 
 from searchgym.envs.actions import ANSWER, INVALID, SEARCH, ParsedAction, parse_action
 from searchgym.envs.prompts import PassageFormatter, PromptBuilder
-from searchgym.envs.registration import check_dataset_given
-from searchgym.envs.sources import resolve_dataset, resolve_retriever
+from searchgym.envs.sources import check_dataset_given, resolve_dataset, resolve_retriever
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, QueryError, SearchGymError
 from searchgym.rewards import RewardContext, make_reward

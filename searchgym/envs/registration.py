@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from searchgym.envs.sources import check_dataset_given
+
 if TYPE_CHECKING:
     from searchgym.envs.env import SearchEnv
     from searchgym.envs.vector import SearchVectorEnv
@@ -23,31 +25,8 @@ _SPECS = {
     "searchgym/SearchQA-Dense-v0": {"retriever": "dense"},
     "searchgym/SearchQA-Hybrid-v0": {"retriever": "hybrid"},
 }
-_RETRIEVER_NAMES = ("bm25", "dense", "hybrid")
 DEFAULT_TOP_K = 3       # passages per search of every registered id
 DEFAULT_MAX_TURNS = 4   # searches per episode of every registered id
-
-
-def check_dataset_given(kwargs: dict[str, Any]) -> None:
-    """Raise :class:`~searchgym.errors.ConfigError` when a user corpus or retriever comes without ``dataset=``.
-
-    A user corpus is ``corpus=`` (a file or an index directory) or a ``retriever=`` that is not one of
-    the built-in names (an ``http://`` server or a Retriever object): none of them knows the questions.
-    """
-    if kwargs.get("dataset") is not None or kwargs.get("split") is not None:
-        return  # the questions are named: a QA file, or a world split chosen on purpose
-    retriever = kwargs.get("retriever")
-    own_retriever = retriever is not None and not (isinstance(retriever, str) and retriever in _RETRIEVER_NAMES)
-    if kwargs.get("corpus") is None and not own_retriever:
-        return
-    from searchgym.errors import ConfigError
-
-    what = f"corpus={kwargs['corpus']!r}" if kwargs.get("corpus") is not None else f"retriever={retriever!r}"
-    raise ConfigError(
-        f"{what} was given without dataset=: the env would ask the embedded world's questions against your "
-        "passages. Pass dataset=QA_FILE (jsonl/parquet/json with your questions and answers; see `searchgym "
-        "data info FILE`), or name a world split (dataset='train', split='dev') to ask the world's questions on "
-        "purpose.")
 
 
 def make_search_env(**kwargs: Any) -> SearchEnv:

@@ -51,6 +51,26 @@ def _is_url(x: Any) -> bool:
     return isinstance(x, str) and x.startswith(("http://", "https://"))
 
 
+def check_dataset_given(kwargs: dict[str, Any]) -> None:
+    """Raise :class:`~searchgym.errors.ConfigError` when a user corpus or retriever comes without ``dataset=``.
+
+    A user corpus is ``corpus=`` (a file or an index directory) or a ``retriever=`` that is not one of
+    the built-in names (an ``http://`` server or a Retriever object): none of them knows the questions.
+    """
+    if kwargs.get("dataset") is not None or kwargs.get("split") is not None:
+        return  # the questions are named: a QA file, or a world split chosen on purpose
+    retriever = kwargs.get("retriever")
+    own_retriever = retriever is not None and not (isinstance(retriever, str) and retriever in RETRIEVER_KINDS)
+    if kwargs.get("corpus") is None and not own_retriever:
+        return
+    what = f"corpus={kwargs['corpus']!r}" if kwargs.get("corpus") is not None else f"retriever={retriever!r}"
+    raise ConfigError(
+        f"{what} was given without dataset=: the env would ask the embedded world's questions against your "
+        "passages. Pass dataset=QA_FILE (jsonl/parquet/json with your questions and answers; see `searchgym "
+        "data info FILE`), or name a world split (dataset='train', split='dev') to ask the world's questions on "
+        "purpose.")
+
+
 def resolve_dataset(dataset: Any, split: str, world_seed: int) -> tuple[list[Any], str]:
     """Return ``(examples, split_label)``. ``dataset`` is None (the world's ``split``), a world split name,
     a file any QA loader reads, or a sequence of QAExample."""
