@@ -46,33 +46,61 @@ def pool_success(ctx: Any, model_dir: Path, questions: int, samples: int, seed: 
 
 
 def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 128,
-               samples: int = 2, json_path: Path | None = None) -> dict[str, Any]:
-    """GRPO at each learning rate from ``start``; returns per lr the per-step rows and the move criterion."""
+               samples: int = 2, seeds: tuple[int, ...] = (1,), json_path: Path | None = None) -> dict[str, Any]:
+    """GRPO at each learning rate from ``start``, once per seed; returns per lr each seed's per-step rows and move
+    criterion (``runs``), and across seeds: the per-step mean (``rows``), the mean success change and final KL,
+    their ranges, ``moved`` (the criterion on the means) and ``moved_seeds`` (seeds that moved on their own)."""
     from searchgym.experiments.squeeze.stages import run_rl_arm
 
     cfg = ctx.cfg
     s0 = pool_success(ctx, start, questions, samples)
     res: dict[str, Any] = {"start_success": s0, "steps": steps, "questions": questions, "samples": samples,
-                           "lrs": {}}
+                           "seeds": list(seeds), "lrs": {}}
     for lr in lrs:
         cfg.rl = replace(cfg.rl, learning_rate=lr, total_steps=steps)
-        d = out / f"lr{lr:g}"
-        t0 = time.time()
-        hist = run_rl_arm(ctx, "grpo", 1, start, d)
-        s1 = pool_success(ctx, d / "final_model", questions, samples)
-        rows = [{"step": int(r["step"]), **{k.split("/")[1]: r.get(k) for k in KEYS}} for r in hist]
-        first_moved = next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1), None)
-        kl_last = next((r["kl_to_start"] for r in reversed(rows) if r["kl_to_start"] is not None), None)
-        res["lrs"][f"{lr:g}"] = {"rows": rows, "success": s1, "success_change": s1 - s0, "kl_last": kl_last,
-                                 "moved": bool(s1 - s0 >= 0.15 or (kl_last or 0) >= 0.1),
-                                 "first_step_kl_0.1": first_moved,
-                                 "seconds": time.time() - t0}
-        print(f"lr {lr:g}: success {s0:.3f} -> {s1:.3f}, final KL {kl_last} ({time.time() - t0:.0f}s)", flush=True)
+        runs = []
+        for seed in seeds:
+            d = out / (f"lr{lr:g}" if seed == 1 else f"lr{lr:g}-s{seed}")
+            t0 = time.time()
+            hist = run_rl_arm(ctx, "grpo", seed, start, d)
+            s1 = pool_success(ctx, d / "final_model", questions, samples)
+            rows = [{"step": int(r["step"]), **{k.split("/")[1]: r.get(k) for k in KEYS}} for r in hist]
+            kl_last = next((r["kl_to_start"] for r in reversed(rows) if r["kl_to_start"] is not None), None)
+            runs.append({"seed": seed, "rows": rows, "success": s1, "success_change": s1 - s0, "kl_last": kl_last,
+                         "moved": bool(s1 - s0 >= 0.15 or (kl_last or 0) >= 0.1),
+                         "first_step_kl_0.1": next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1),
+                                                   None),
+                         "seconds": time.time() - t0})
+            print(f"lr {lr:g} seed {seed}: success {s0:.3f} -> {s1:.3f}, final KL {kl_last} "
+                  f"({time.time() - t0:.0f}s)", flush=True)
+        res["lrs"][f"{lr:g}"] = _across_seeds(runs)
         if json_path is not None:  # what finished survives an interrupted sweep
             json_path.write_text(json.dumps(res, indent=1))
     moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
     res["dose_lr"] = min(moved) if moved else None
     return res
+
+
+def _across_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One learning rate's seeds together: per-step means, mean and range of the success change and final KL."""
+    def mean(xs: list[Any]) -> float | None:
+        xs = [x for x in xs if x is not None]
+        return float(np.mean(xs)) if xs else None
+
+    steps = sorted({r["step"] for run in runs for r in run["rows"]})
+    by = [{r["step"]: r for r in run["rows"]} for run in runs]
+    rows = [{"step": st, **{k.split("/")[1]: mean([b[st].get(k.split("/")[1]) for b in by if st in b])
+                            for k in KEYS}} for st in steps]
+    sc = [r["success_change"] for r in runs]
+    kl = [r["kl_last"] for r in runs if r["kl_last"] is not None]
+    sc_m, kl_m = mean(sc), mean(kl)
+    return {"runs": runs, "rows": rows, "success": mean([r["success"] for r in runs]), "success_change": sc_m,
+            "success_change_range": [min(sc), max(sc)], "kl_last": kl_m,
+            "kl_last_range": [min(kl), max(kl)] if kl else None,
+            "moved": bool((sc_m or 0) >= 0.15 or (kl_m or 0) >= 0.1),
+            "moved_seeds": sum(r["moved"] for r in runs), "n_seeds": len(runs),
+            "first_step_kl_0.1": next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1), None),
+            "seconds": sum(r["seconds"] for r in runs)}
 
 
 def plot(res: dict[str, Any], path: Path) -> None:
@@ -116,6 +144,8 @@ def main() -> None:
                                                   "default: build the default pipeline's")
     ap.add_argument("--lrs", default="3e-4,5e-4,1e-3")
     ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--seeds", default="1", help="comma-separated RL seeds per learning rate (seed 1 writes "
+                                                 "OUT/lrLR, seed s OUT/lrLR-sS)")
     ap.add_argument("--questions", type=int, default=128, help="train-pool questions of the success figure")
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
@@ -139,11 +169,15 @@ def main() -> None:
     if not (start / "config.json").exists():
         start, _ = build_start(ctx, out, print)
     res = dose_sweep(ctx, start, [float(x) for x in a.lrs.split(",")], a.steps, out, questions=a.questions,
-                     samples=a.samples, json_path=Path(a.json) if a.json else None)
+                     samples=a.samples, seeds=tuple(int(x) for x in a.seeds.split(",")),
+                     json_path=Path(a.json) if a.json else None)
     print(f"\nSFT start: train-pool success {res['start_success']:.3f} ({a.questions} questions x {a.samples})")
     for lr, v in res["lrs"].items():
-        print(f"\nlr {lr}: success {v['success']:.3f} ({v['success_change']:+.3f}), final KL to start "
-              f"{_f(v['kl_last'])}, moved: {v['moved']} ({v['seconds']:.0f} s)\n")
+        sr, kr = v["success_change_range"], v["kl_last_range"] or [None, None]
+        print(f"\nlr {lr}, {v['n_seeds']} seed(s): success {v['success']:.3f} ({v['success_change']:+.3f}, range "
+              f"{sr[0]:+.3f} to {sr[1]:+.3f}), final KL to start {_f(v['kl_last'])} (range {_f(kr[0])} to "
+              f"{_f(kr[1])}), moved: {v['moved']} ({v['moved_seeds']}/{v['n_seeds']} seeds; {v['seconds']:.0f} s)\n")
+        print("(per-step means over the seeds)")
         print("| step | reward | KL to start | H reasoning | H query | H answer | forking share |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         for r in v["rows"]:

@@ -191,7 +191,7 @@ def test_arm_definitions_match_the_issue(tmp_path):
     cfg = SqueezeConfig.preset(False, out=str(tmp_path))
     cfg.validate()
     assert "grpo_kl" in cfg.arms
-    for arm in ("grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent"):
+    for arm in ("grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent", "grpo_critique"):
         a = cfg.arm_args(arm, 1)
         assert a.num_minibatches * a.update_epochs >= 4 and a.skip_zero_adv, arm
     assert cfg.arm_args("grpo_kl", 1).kl_coef > 0 and cfg.arm_args("grpo", 1).kl_coef == 0

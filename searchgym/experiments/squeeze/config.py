@@ -41,7 +41,7 @@ class SqueezeConfig:
     out: str = "runs/squeeze"             # output directory
     quick: bool = False                   # the <= 3 minute version
     seeds: int = 6                        # seeds per arm
-    arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent")
+    arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent", "grpo_critique")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
     device: str = "cpu"                   # cpu | cuda
     jobs: int | None = None               # arm-seed runs in parallel worker processes (None: 2 when the tiny LM
