@@ -35,7 +35,7 @@ def test_a_shift_cost_says_whether_it_survives_the_holm_correction():
     shift splits its Holm-adjusted p does not; the verdict says both."""
     s = json.loads((SUMMARY.parents[1] / "squeeze-default-v3" / "summary.json").read_text())
     para = verdict_paragraph(s)
-    assert "largest cost is on shift_homonym -0.043 [-0.080, -0.007] (difference); Holm p 0.156 over 6 shift " \
+    assert "largest cost is on shift_homonym -0.050 [-0.097, -0.003] (difference); Holm p 0.239 over 6 shift " \
            "splits: not significant" in para
     s["comparisons"]["grpo_vs_sft"]["shift:shift_homonym"]["p_holm"] = 0.01
     assert "Holm p 0.01 over 6 shift splits." in verdict_paragraph(s)
