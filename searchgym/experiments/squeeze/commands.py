@@ -37,6 +37,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                                   "default), or a model directory."),
         out_: str = typer.Option("runs/squeeze", "--out", help="Output directory (report.md, summary.json)."),
         seeds: int = typer.Option(None, "--seeds", help="Seeds per LM arm (default 6; --quick: 1)."),
+        world_seed: int = typer.Option(None, "--world-seed", help="Seed of the procedural world (default 0). "
+                                                                  "Another world needs its own SFT start: add "
+                                                                  "--start-from train."),
         model: str = typer.Option(None, "--model", help="HF causal LM name or path (default: a tiny LM trained on "
                                                         "the world)."),
         device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
@@ -97,7 +100,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             cfg = sq.SqueezeConfig.preset(quick, name=preset, out=str(out), seeds=seeds, model=model, device=device,
                                           only_start=only_start or None, ship_start=ship_start or None,
                                           resume=resume, arms=_arms(arms), threads=threads, jobs=jobs,
-                                          start_from=start_from,
+                                          start_from=start_from, world_seed=world_seed,
                                           passk_max=passk_max,
                                           minibatches=minibatches, strategy_seeds=strategy_seeds,
                                           strategy_arms=_arms(strategy_arms), strategy_steps=strategy_steps)
