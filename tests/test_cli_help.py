@@ -93,6 +93,7 @@ def _agents_default_n() -> int:
 
 CODE_DEFAULTS: dict[tuple[str, str], Callable[[], Any]] = {
     ("squeeze", "seeds"): lambda: _squeeze_cfg().seeds,
+    ("squeeze", "world_seed"): lambda: _squeeze_cfg().world_seed,
     ("squeeze", "minibatches"): lambda: _squeeze_cfg().minibatches,
     ("squeeze", "passk_max"): lambda: _squeeze_cfg().passk_max,
     ("squeeze", "strategy_seeds"): lambda: _squeeze_cfg().strategy_seeds,
