@@ -67,9 +67,7 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
             rows = [{"step": int(r["step"]), **{k.split("/")[1]: r.get(k) for k in KEYS}} for r in hist]
             kl_last = next((r["kl_to_start"] for r in reversed(rows) if r["kl_to_start"] is not None), None)
             runs.append({"seed": seed, "rows": rows, "success": s1, "success_change": s1 - s0, "kl_last": kl_last,
-                         "moved": bool(s1 - s0 >= 0.15 or (kl_last or 0) >= 0.1),
-                         "first_step_kl_0.1": next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1),
-                                                   None),
+                         "moved": _moved(s1 - s0, kl_last), "first_step_kl_0.1": _first_step_kl(rows),
                          "seconds": time.time() - t0})
             print(f"lr {lr:g} seed {seed}: success {s0:.3f} -> {s1:.3f}, final KL {kl_last} "
                   f"({time.time() - t0:.0f}s)", flush=True)
@@ -79,6 +77,15 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
     moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
     res["dose_lr"] = min(moved) if moved else None
     return res
+
+
+def _moved(success_change: float | None, kl_last: float | None) -> bool:
+    """The move criterion: train success +0.15 over the start, or final per-token KL to the start >= 0.1."""
+    return bool((success_change or 0) >= 0.15 or (kl_last or 0) >= 0.1)
+
+
+def _first_step_kl(rows: list[dict[str, Any]]) -> int | None:
+    return next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1), None)
 
 
 def _across_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -97,9 +104,8 @@ def _across_seeds(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"runs": runs, "rows": rows, "success": mean([r["success"] for r in runs]), "success_change": sc_m,
             "success_change_range": [min(sc), max(sc)], "kl_last": kl_m,
             "kl_last_range": [min(kl), max(kl)] if kl else None,
-            "moved": bool((sc_m or 0) >= 0.15 or (kl_m or 0) >= 0.1),
-            "moved_seeds": sum(r["moved"] for r in runs), "n_seeds": len(runs),
-            "first_step_kl_0.1": next((r["step"] for r in rows if (r["kl_to_start"] or 0) >= 0.1), None),
+            "moved": _moved(sc_m, kl_m), "moved_seeds": sum(r["moved"] for r in runs), "n_seeds": len(runs),
+            "first_step_kl_0.1": _first_step_kl(rows),
             "seconds": sum(r["seconds"] for r in runs)}
 
 

@@ -179,11 +179,8 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     # with worker processes and a gate on its own questions, the start's evaluation is one more pool job beside
     # the arms (it needs nothing from them, nor they from it): a quarter of an hour off the run's wall time
     start_in_pool = start_eval is None and jobs > 1 and bool(gate_rec.get("questions"))
-    if start_eval is None and not start_in_pool:
-        log("[4/6] evaluating the SFT start (train + shift splits)")
-        start_eval = evaluate_start(ctx, sft_model, gate_rec)
     if not cfg.only_start and not start_in_pool:
-        passk_stage(ctx, start_dir, partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+        start_eval, _ = start_stage(ctx, sft_model, gate_rec, start_eval)
     comp = competence(cfg, start_eval if start_eval is not None else {"gate": gate_rec})
     if cfg.only_start:
         assert start_eval is not None
@@ -218,9 +215,7 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
 
     if jobs <= 1 or len(todo) + start_in_pool <= 1:
         if start_in_pool:
-            log("[4/6] evaluating the SFT start (train + shift splits)")
-            start_eval = evaluate_start(ctx, sft_model, gate_rec)
-            passk_stage(ctx, start_dir, partial(load_lm, sft_model, device=cfg.device), seed=0, name="sft_start")
+            start_eval, _ = start_stage(ctx, sft_model, gate_rec)
         for i, arm, seed in todo:
             log(f"[5/6] arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
             t0 = time.time()
@@ -295,19 +290,25 @@ def start_gate(ctx: Context, sft_model: Path, shipped: Path | None) -> dict[str,
     return {**g, "source": "measured in this run"}
 
 
-def evaluate_start(ctx: Context, sft_model: Path, gate_rec: dict[str, Any]) -> dict[str, Any]:
-    """The SFT start's evaluation (the arms' baseline) with its gate record, in ``OUT/start_eval/eval.json``."""
+def start_stage(ctx: Context, sft_model: Path, gate_rec: dict[str, Any],
+                start_eval: dict[str, Any] | None = None) -> tuple[dict[str, Any], float]:
+    """The SFT start's evaluation (the arms' baseline; unless ``start_eval`` is given, e.g. on ``--resume``), with
+    its gate record, in ``OUT/start_eval/eval.json``, and its pass@k (reused on ``--resume``). Returns the
+    evaluation and the seconds taken."""
     from searchgym.train.tiny_lm import load_lm
 
     t0 = time.time()
-    m0, t0k = load_lm(sft_model, device=ctx.cfg.device)
     out_dir = Path(ctx.cfg.out) / "start_eval"
-    ev = evaluate(ctx, m0, t0k, seed=0, name="sft_start", out_dir=out_dir)
-    ev["gate"] = gate_rec
-    _write_json(out_dir / "eval.json", ev)
-    ctx.log(f"      SFT start: train success {_n(ev['train']['success'])}  slot-H "
-            f"{_n(ev['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
-    return ev
+    load = partial(load_lm, sft_model, device=ctx.cfg.device)
+    if start_eval is None:
+        ctx.log("[4/6] evaluating the SFT start (train + shift splits)")
+        start_eval = evaluate(ctx, *load(), seed=0, name="sft_start", out_dir=out_dir)
+        start_eval["gate"] = gate_rec
+        _write_json(out_dir / "eval.json", start_eval)
+        ctx.log(f"      SFT start: train success {_n(start_eval['train']['success'])}  slot-H "
+                f"{_n(start_eval['train']['slot_entropy'])}  ({time.time() - t0:.1f}s)")
+    passk_stage(ctx, out_dir, load, seed=0, name="sft_start")
+    return start_eval, time.time() - t0
 
 
 def only_start_summary(cfg: SqueezeConfig, ctx: Context, out: Path, sft_model: Path, start_eval: dict[str, Any],
@@ -383,15 +384,9 @@ def _worker_run(arm: str, seed: int, sft_model: str) -> tuple[dict[str, Any], fl
 
 
 def _worker_start(sft_model: str, gate_rec: dict[str, Any]) -> tuple[dict[str, Any], float]:
-    """The SFT start's evaluation and pass@k, as a job of the arms' pool."""
-    from searchgym.train.tiny_lm import load_lm
-
+    """The SFT start's evaluation and pass@k (:func:`start_stage`), as a job of the arms' pool."""
     assert _WORKER_CTX is not None
-    t0 = time.time()
-    ev = evaluate_start(_WORKER_CTX, Path(sft_model), gate_rec)
-    passk_stage(_WORKER_CTX, Path(_WORKER_CTX.cfg.out) / "start_eval",
-                partial(load_lm, Path(sft_model), device=_WORKER_CTX.cfg.device), seed=0, name="sft_start")
-    return ev, time.time() - t0
+    return start_stage(_WORKER_CTX, Path(sft_model), gate_rec)
 
 
 def world_block(strategy_res: dict[str, Any] | None, stages: dict[str, Any]) -> dict[str, Any]:
