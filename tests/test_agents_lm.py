@@ -97,7 +97,7 @@ def test_generate_batched_kv_cache_matches_teacher_forcing(tiny):
 def test_generate_keeps_only_last_logits_and_samples_the_same(tiny):
     """generate() asks the model for the last position's logits only (``logits_to_keep=1``); a model whose
     forward lacks that argument is called without it, and both sample the same tokens with the same logprobs."""
-    from searchgym.agents.lm import _accepts_logits_to_keep
+    from searchgym.agents.lm import _accepts_logits_to_keep, _cache_kwarg
 
     model, tok = tiny
     seen: list[dict] = []
@@ -110,7 +110,7 @@ def test_generate_keeps_only_last_logits_and_samples_the_same(tiny):
         def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None):
             seen.append({"width": input_ids.shape[1]})
             return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                              past_key_values=past_key_values, use_cache=use_cache)
+                              use_cache=use_cache, **{_cache_kwarg(self.inner): past_key_values})
 
     plain = NoKeep(model)
     assert _accepts_logits_to_keep(model) and not _accepts_logits_to_keep(plain)
@@ -123,6 +123,30 @@ def test_generate_keeps_only_last_logits_and_samples_the_same(tiny):
     assert [o.token_ids for o in kept] == [o.token_ids for o in full]
     for a, b in zip(kept, full):
         assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+
+
+def test_generate_passes_the_cache_under_the_models_own_name(tiny):
+    """transformers renamed ``past_key_values`` to ``cache`` (5.24; the old name warns on every forward): generate()
+    uses whichever name the model's forward takes, so a rollout prints no deprecation warning, and the KV cache
+    still acts (the second forward gets one token, not the whole prompt)."""
+    import warnings
+
+    from searchgym.agents.lm import _cache_kwarg, _forward_params
+
+    model, tok = tiny
+    expected = "cache" if "cache" in _forward_params(model) else "past_key_values"
+    assert _cache_kwarg(model) == expected
+    widths: list[int] = []
+    hook = model.register_forward_pre_hook(lambda _m, args, kwargs: widths.append(kwargs["input_ids"].shape[1]),
+                                           with_kwargs=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            generate(model, tok, [tok("Question: who?")["input_ids"]], max_new_tokens=4, temperature=0.0,
+                     stop_strings=())
+    finally:
+        hook.remove()
+    assert len(widths) >= 2 and widths[1] == 1
 
 
 def test_generate_stops_at_stop_string_per_sequence(tiny):

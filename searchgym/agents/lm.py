@@ -82,15 +82,26 @@ def _eos_ids(tokenizer: Any, model: Any) -> set[int]:
     return out
 
 
-def _accepts_logits_to_keep(model: Any) -> bool:
-    """Whether ``model.forward`` takes ``logits_to_keep`` (transformers' causal LMs since 4.45 do)."""
+def _forward_params(model: Any) -> set[str]:
+    """The keyword names ``model.forward`` takes (empty when its signature cannot be read)."""
     import inspect
 
     try:
-        params = inspect.signature(model.forward).parameters
+        return set(inspect.signature(model.forward).parameters)
     except (TypeError, ValueError):
-        return False
-    return "logits_to_keep" in params
+        return set()
+
+
+def _accepts_logits_to_keep(model: Any) -> bool:
+    """Whether ``model.forward`` takes ``logits_to_keep`` (transformers' causal LMs since 4.45 do)."""
+    return "logits_to_keep" in _forward_params(model)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The name ``model.forward`` takes its KV cache under: ``cache`` (transformers >= 5.24, where
+    ``past_key_values`` is a deprecated alias that warns on every call) or ``past_key_values`` (earlier, and most
+    custom models)."""
+    return "cache" if "cache" in _forward_params(model) else "past_key_values"
 
 
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -194,6 +205,7 @@ def generate(
     # only the last position's logits are sampled from: on the prefill this skips the LM head on every prompt
     # token (a fifth of a tiny LM's prefill time; the kept logits are the same numbers)
     last_only = {"logits_to_keep": 1} if _accepts_logits_to_keep(model) else {}
+    cache_kw = _cache_kwarg(model)
     past = None
     cur_ids, cur_pos = input_ids, position_ids
     alive = list(range(n))  # batch row -> prompt index; finished rows are dropped from the batch (and cache)
@@ -202,8 +214,8 @@ def generate(
         with torch.inference_mode():
             for _step in range(max_new_tokens):
                 out = model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos,
-                            past_key_values=past, use_cache=True, **last_only)
-                past = out.past_key_values
+                            use_cache=True, **{cache_kw: past}, **last_only)
+                past = out.cache if cache_kw == "cache" else out.past_key_values
                 logits = out.logits[:, -1, :].float() / scale
                 logp_all = torch.log_softmax(logits, dim=-1)
                 probs = logp_all.exp()
