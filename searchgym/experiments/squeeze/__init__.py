@@ -8,6 +8,7 @@
 ``organism``        the organism on a mixed train split (a minority family with its own best strategy)
 ``passk``           pass@k up to large k
 ``summary``         ``summary.json``; ``stats``: comparisons with CIs; ``plots``; ``report``: report.md / html
+``worlds``          the LM comparison pooled over world seeds (``squeeze --worlds``)
 ``experiment``      :func:`run` (all stages in order) and :func:`headline`
 ``commands``        the ``searchgym squeeze`` command
 ==================  =========================================================================================

@@ -66,6 +66,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                                           "stage (default 60)."),
         headline: bool = typer.Option(False, "--headline", help="Only print the results markdown from "
                                                                 "OUT/summary.json (with --readme: write it)."),
+        worlds: str = typer.Option(None, "--worlds", help="Comma-separated run directories of this experiment on "
+                                                          "other world seeds (`--world-seed N --out DIR`): the "
+                                                          "results also pool every RL arm − continued SFT over "
+                                                          "OUT and these worlds (OUT/worlds.json)."),
         readme: str = typer.Option(None, "--readme", help="Also write a <= 8-line summary into this README "
                                                           "(between its HEADLINE markers) and the full results "
                                                           "into the docs page (--docs)."),
@@ -88,9 +92,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             if not p.exists():
                 console.print(f"[red]no {p}: run `searchgym squeeze --out {out}` first[/red]")
                 raise typer.Exit(2)
-            text = sq.headline(p)
+            block = _pool_worlds(out, worlds, console)
+            text = sq.headline(p, block)
             typer.echo(text)
-            _update_readme(readme, docs, sq.short_headline(p), text, console)
+            _update_readme(readme, docs, sq.short_headline(p, block), text, console)
             return
         try:
             if quick and preset not in (None, "quick"):
@@ -117,9 +122,35 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             raise typer.Exit(2) from e
         if only_start:
             return
-        text = sq.headline(summary)
+        block = _pool_worlds(out, worlds, console)
+        text = sq.headline(summary, block)
         typer.echo(text)
-        _update_readme(readme, docs, sq.short_headline(summary), text, console)
+        _update_readme(readme, docs, sq.short_headline(summary, block), text, console)
+
+
+def _pool_worlds(out: Path, worlds: str | None, console: Any) -> dict[str, Any] | None:
+    """With ``--worlds``: OUT's run and the listed runs pooled over world seeds, written to OUT/worlds.json."""
+    if not worlds:
+        return None
+    import json
+    import warnings
+
+    from searchgym.errors import SearchGymError
+    from searchgym.experiments.squeeze.worlds import load_worlds, worlds_block
+    from searchgym.train.checkpoint import atomic_write_text
+
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]))
+    except SearchGymError as e:
+        console.print(f"[red]{type(e).__name__}: {e}[/red]")
+        raise typer.Exit(2) from e
+    for w in caught:
+        console.print(f"[yellow]warning: {w.message}[/yellow]")
+    atomic_write_text(out / "worlds.json", json.dumps(block, indent=1))
+    console.print(f"pooled over world seeds {block['worlds']}: {out / 'worlds.json'}")
+    return block
 
 
 def _update_readme(readme: str | None, docs: str | None, short: str, full: str, console: Any) -> None:

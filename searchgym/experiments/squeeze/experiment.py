@@ -415,17 +415,18 @@ def _load(summary: dict[str, Any] | str | Path) -> dict[str, Any]:
     return dict(json.loads(p.read_text()))
 
 
-def headline(summary: dict[str, Any] | str | Path) -> str:
-    """The full results block (markdown: tables and findings) from a ``summary.json`` (path or dict); it goes
+def headline(summary: dict[str, Any] | str | Path, worlds: dict[str, Any] | None = None) -> str:
+    """The full results block (markdown: tables and findings) from a ``summary.json`` (path or dict), with
+    ``worlds`` (:func:`~searchgym.experiments.squeeze.worlds.worlds_block`) also pooled over world seeds; it goes
     into docs/squeeze.md between the SQUEEZE-RESULTS markers."""
     from searchgym.experiments.squeeze.report import headline_markdown
 
-    return headline_markdown(_load(summary))
+    return headline_markdown(_load(summary), worlds)
 
 
-def short_headline(summary: dict[str, Any] | str | Path) -> str:
-    """The README's <= 8-line summary from a ``summary.json`` (path or dict)."""
+def short_headline(summary: dict[str, Any] | str | Path, worlds: dict[str, Any] | None = None) -> str:
+    """The README's <= 8-line summary from a ``summary.json`` (path or dict) and, optionally, the worlds block."""
     from searchgym.experiments.squeeze.report import headline_summary
 
-    return headline_summary(_load(summary))
+    return headline_summary(_load(summary), worlds)
 

@@ -263,8 +263,9 @@ def _d(d: dict[str, Any] | None) -> str:
     return f"{d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}] ({v})"
 
 
-def headline_summary(summary: dict[str, Any]) -> str:
-    """The README's short headline (at most 8 lines): the LM's gate and its RL-vs-SFT verdicts, the organism's
+def headline_summary(summary: dict[str, Any], worlds: dict[str, Any] | None = None) -> str:
+    """The README's short headline (at most 8 lines): the LM's gate and its RL-vs-SFT verdicts (with ``worlds``,
+    a :func:`~searchgym.experiments.squeeze.worlds.worlds_block`: also pooled over world seeds), the organism's
     collapse, what it cost and which remedies kept a mix, each figure with its interval; the full results block
     (:func:`headline_markdown`) goes to the docs page."""
     c = summary["config"]
@@ -282,6 +283,10 @@ def headline_summary(summary: dict[str, Any]) -> str:
         lines.append(f"- LM, GRPO − continued SFT: strategy entropy {_d(g.get('strategy_entropy'))}; test success "
                      f"{_d(g.get('test_success'))}" + (f"; worst shift split {_worst_shift(shifts)}." if shifts
                                                        else "."))
+    if worlds and "grpo" in worlds["arms"]:
+        from searchgym.experiments.squeeze.worlds import worlds_short
+
+        lines.append(f"- {worlds_short(worlds)}")
     sp = summary.get("strategy_policy")
     if sp and "grpo" in sp["arms"]:
         st, gr = sp["start"], sp["arms"]["grpo"]
@@ -318,7 +323,12 @@ def _ms_ci(d: dict[str, Any] | None) -> str:
     return f"{d['mean']:.3f}"
 
 
-def headline_markdown(summary: dict[str, Any]) -> str:
+def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = None) -> str:
+    """The docs page's results block: the LM table and findings, with ``worlds`` (a
+    :func:`~searchgym.experiments.squeeze.worlds.worlds_block`) the comparison pooled over world seeds, then the
+    strategy policy's."""
+    from searchgym.experiments.squeeze.worlds import worlds_markdown
+
     c = summary["config"]
     lines = [
         (f"**RL vs SFT on the embedded world** ({summary['model']}, {summary['n_params'] / 1e6:.2f}M parameters, "
@@ -332,6 +342,7 @@ def headline_markdown(summary: dict[str, Any]) -> str:
         *headline_table(summary),
         "",
         *findings_text(summary),
+        *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),
         *_strategy_section(summary),
     ]
     return "\n".join(lines) + "\n"

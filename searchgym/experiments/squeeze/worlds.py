@@ -1,0 +1,297 @@
+"""The squeeze experiment's LM comparison pooled over world seeds.
+
+A finding on one procedural world is a finding about that world. Each run of ``searchgym squeeze --world-seed N``
+compares RL arms with continued SFT over seeds on one world; this module reads several such runs'
+``summary.json`` and states, for every RL arm that ran on at least two worlds, three things per figure:
+
+- ``per_world``: the arm − continued SFT difference on each world (Welch interval over that world's seeds);
+- ``pooled``: the mean of the worlds' differences, with a Welch-Satterthwaite interval from every seed's variance
+  (the average effect on *these* worlds; seed noise only);
+- ``across``: the same mean with a t-interval over the worlds' differences (W − 1 degrees of freedom): what to
+  expect on a *new* world drawn the same way. With three worlds it is wide by construction;
+- ``heterogeneity``: Cochran's Q over the worlds (inverse-variance weights), its p-value and I², i.e. whether
+  the worlds disagree by more than their seeds would.
+
+A world whose SFT start failed the competence gate is left out, with a warning: its LM rows answer nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from searchgym.errors import ConfigError
+from searchgym.experiments.squeeze.stats import COMPARED, diff_ci, holm, margin_for
+
+# Settings that may differ between the runs of one multi-world comparison (where they write, how fast, which
+# arms and extra stages ran); any other config difference is reported, as the worlds would not be comparable.
+_MAY_DIFFER = {"out", "world_seed", "start_from", "arms", "resume", "jobs", "threads", "only_start", "ship_start",
+               "strategy_seeds", "strategy_arms", "strategy_steps", "contextual_seeds", "contextual_steps",
+               "contextual_arms", "passk_max", "passk_questions", "passk_splits", "passk_seeds", "preset_name",
+               "gate_questions_from_manifest", "quick", "device"}
+
+
+def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
+    """Each run directory's (or file's) ``summary.json``, with its path under ``_path``; a missing file or two
+    runs of the same world seed is a :class:`ConfigError`."""
+    out: list[dict[str, Any]] = []
+    for r in runs:
+        p = Path(r)
+        p = p if p.suffix == ".json" and not p.is_dir() else p / "summary.json"
+        if not p.exists():
+            raise ConfigError(f"no {p}: each --worlds entry is a `searchgym squeeze --out DIR` run directory")
+        try:
+            s = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{p} is not a squeeze summary.json: {e}") from e
+        if not isinstance(s, dict) or "arms" not in s or "config" not in s:
+            raise ConfigError(f"{p} is not a squeeze summary.json (no 'arms'/'config')")
+        s["_path"] = str(p)
+        out.append(s)
+    seeds = [_world_seed(s) for s in out]
+    dup = sorted({w for w in seeds if seeds.count(w) > 1})
+    if dup:
+        raise ConfigError(f"world seed(s) {dup} appear in more than one run; pool distinct worlds")
+    return out
+
+
+def _world_seed(summary: dict[str, Any]) -> int:
+    return int((summary.get("config") or {}).get("world_seed") or 0)
+
+
+def _values(arm: dict[str, Any] | None, key: str) -> list[float]:
+    if not arm:
+        return []
+    if key.startswith("shift:"):
+        block = (arm.get("shift") or {}).get(key[len("shift:"):]) or {}
+    else:
+        block = arm.get(key) or {}
+    return [float(v) for v in (block.get("values") or []) if v is not None]
+
+
+def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | None = None,
+               alpha: float = 0.05) -> dict[str, Any]:
+    """Pool per-world differences ``mean(a_w) - mean(b_w)`` (one ``(a_w, b_w)`` pair of per-seed values per world).
+
+    Returns ``per_world`` (:func:`diff_ci` of each pair), ``pooled`` (equal-weight mean of the worlds' differences,
+    Welch-Satterthwaite interval over every seed, with its equivalence verdict against ``margin``), ``across``
+    (t-interval over the worlds' differences, W − 1 df; None for fewer than 2 worlds), ``heterogeneity``
+    (Cochran's Q, its p, I²) and sign counts (``same_sign``: worlds whose difference has the pooled sign;
+    ``shown``: worlds whose own interval excludes 0 on that side)."""
+    from scipy.stats import chi2, t
+
+    per = [diff_ci(a, b, margin=margin) for a, b in pairs]
+    ok = [(a, b, d) for (a, b), d in zip(pairs, per) if d["ci"] is not None]
+    out: dict[str, Any] = {"per_world": per, "pooled": None, "across": None, "heterogeneity": None,
+                           "worlds": len(ok), "same_sign": None, "shown": None}
+    if not ok:
+        return out
+    w = len(ok)
+    diffs = np.array([d["diff"] for _, _, d in ok])
+    mean = float(diffs.mean())
+    # variance of each group mean, scaled by 1/W for the equal-weight average
+    groups = [(float(np.var(x, ddof=1)) / len(x), len(x)) for a, b, _ in ok for x in (a, b)]
+    var = sum(v for v, _ in groups) / w ** 2
+    se = math.sqrt(var)
+    pooled: dict[str, Any] = {"diff": mean, "ci": [mean, mean], "p": 1.0 if mean == 0 else 0.0, "se": se,
+                              "n_seeds": [sum(len(a) for a, _, _ in ok), sum(len(b) for _, b, _ in ok)]}
+    if se > 0:
+        den = sum((v / w ** 2) ** 2 / (n - 1) for v, n in groups)
+        df = var ** 2 / den
+        h = float(t.ppf(1 - alpha / 2, df)) * se
+        pooled.update(ci=[mean - h, mean + h], p=float(2 * t.sf(abs(mean) / se, df)), df=df)
+    pooled["detectable"] = not (pooled["ci"][0] <= 0 <= pooled["ci"][1])
+    if margin is not None:
+        eq = bool(-margin < pooled["ci"][0] and pooled["ci"][1] < margin)
+        pooled.update(margin=margin, equivalent=eq,
+                      verdict="difference" if pooled["detectable"] else ("equivalent" if eq else "inconclusive"))
+    out["pooled"] = pooled
+    sign = np.sign(mean)
+    out["same_sign"] = int(sum(1 for x in diffs if np.sign(x) == sign and sign != 0))
+    out["shown"] = int(sum(1 for _, _, d in ok if d["detectable"] and np.sign(d["diff"]) == sign and sign != 0))
+    if w >= 2:
+        sd = float(diffs.std(ddof=1))
+        h = float(t.ppf(1 - alpha / 2, w - 1)) * sd / math.sqrt(w)
+        out["across"] = {"diff": mean, "ci": [mean - h, mean + h], "df": w - 1, "sd_worlds": sd,
+                         "detectable": not (mean - h <= 0 <= mean + h)}
+        ses = np.array([math.sqrt(float(np.var(a, ddof=1)) / len(a) + float(np.var(b, ddof=1)) / len(b))
+                        for a, b, _ in ok])
+        if np.all(ses > 0):
+            wts = 1.0 / ses ** 2
+            fe = float((wts * diffs).sum() / wts.sum())
+            q = float((wts * (diffs - fe) ** 2).sum())
+            out["heterogeneity"] = {"Q": q, "df": w - 1, "p": float(chi2.sf(q, w - 1)),
+                                    "I2": max(0.0, (q - (w - 1)) / q) if q > 0 else 0.0}
+    return out
+
+
+def _config_differences(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    cfgs = [s.get("config") or {} for s in summaries]
+    keys = sorted(set().union(*cfgs) - _MAY_DIFFER)
+    return {k: [c.get(k) for c in cfgs] for k in keys
+            if any(json.dumps(c.get(k), sort_keys=True) != json.dumps(cfgs[0].get(k), sort_keys=True)
+                   for c in cfgs)}
+
+
+def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[str, Any]:
+    """Every RL arm that ran on >= 2 gated worlds against ``base`` (continued SFT), pooled over worlds
+    (:func:`pool_diffs` for each compared figure and each shift split; the pooled shift splits Holm-corrected)."""
+    gated: list[dict[str, Any]] = []
+    left_out: list[dict[str, Any]] = []
+    for s in sorted(summaries, key=_world_seed):
+        comp = s.get("competence") or {}
+        if comp and not comp.get("passed"):
+            left_out.append({"world_seed": _world_seed(s), "why": "its SFT start failed the competence gate",
+                             "lower_bound": comp.get("lower_bound")})
+            warnings.warn(f"world {_world_seed(s)} ({s.get('_path')}) left out: its SFT start failed the competence "
+                          "gate, so its LM rows are not findings", stacklevel=2)
+        elif base not in (s.get("arms") or {}):
+            left_out.append({"world_seed": _world_seed(s), "why": f"no '{base}' arm"})
+            warnings.warn(f"world {_world_seed(s)} ({s.get('_path')}) left out: it has no '{base}' arm to compare "
+                          "against", stacklevel=2)
+        else:
+            gated.append(s)
+    differs = _config_differences(gated)
+    if differs:
+        warnings.warn("the pooled runs differ in settings other than the world: " + ", ".join(differs),
+                      stacklevel=2)
+    worlds = [_world_seed(s) for s in gated]
+    block: dict[str, Any] = {
+        "base": base, "worlds": worlds, "runs": [s.get("_path") for s in gated], "left_out": left_out,
+        "config_differences": differs,
+        "gate": {str(_world_seed(s)): {k: (s.get("competence") or {}).get(k)
+                                       for k in ("test_success", "lower_bound", "passed")} for s in gated},
+        "start": {str(_world_seed(s)): (s.get("config") or {}).get("start_from") for s in gated},
+        "arms": {},
+    }
+    rl_arms = sorted({a for s in gated for a in s["arms"] if a != base})
+    for arm in rl_arms:
+        on = [s for s in gated if arm in s["arms"]]
+        if len(on) < 2:
+            continue
+        figs: dict[str, Any] = {}
+        for key, label in COMPARED:
+            figs[key] = {"label": label, **pool_diffs(
+                [(_values(s["arms"][arm], key), _values(s["arms"][base], key)) for s in on], margin=margin_for(key))}
+        splits = sorted(set.intersection(*(set(s["arms"][arm].get("shift") or {}) for s in on)))
+        shift = {sp: pool_diffs([(_values(s["arms"][arm], f"shift:{sp}"), _values(s["arms"][base], f"shift:{sp}"))
+                                 for s in on], margin=margin_for("success")) for sp in splits}
+        for sp, ph in zip(splits, holm([(shift[sp]["pooled"] or {}).get("p") for sp in splits])):
+            if shift[sp]["pooled"] is not None:
+                shift[sp]["pooled"]["p_holm"] = ph
+        figs.update({f"shift:{sp}": {"label": sp, **v} for sp, v in shift.items()})
+        block["arms"][arm] = {
+            "label": on[0]["arms"][arm].get("label", arm), "worlds": [_world_seed(s) for s in on], "figures": figs,
+            "kl_to_start": {str(_world_seed(s)): ((s.get("dose") or {}).get(arm) or {}).get("kl_to_start_last")
+                            for s in on}}
+    return block
+
+
+def _ci(d: dict[str, Any] | None) -> str:
+    if not d or d.get("diff") is None:
+        return "–"
+    if not d.get("ci"):
+        return f"{d['diff']:+.3f}"
+    return f"{d['diff']:+.3f} [{d['ci'][0]:+.3f}, {d['ci'][1]:+.3f}]"
+
+
+def _worst_pooled_shift(figs: dict[str, Any]) -> str | None:
+    shifts = {k: v for k, v in figs.items() if k.startswith("shift:") and v.get("pooled")}
+    if not shifts:
+        return None
+    return min(shifts, key=lambda k: shifts[k]["pooled"]["diff"])
+
+
+def worlds_table(block: dict[str, Any], arm: str = "grpo") -> list[str]:
+    """One markdown table: each compared figure (and the worst pooled shift split) per world, pooled over seeds,
+    across worlds and its heterogeneity."""
+    a = block["arms"].get(arm)
+    if not a:
+        return []
+    ws = a["worlds"]
+    head = ["| " + f"{a['label']} − continued SFT" + " | " + " | ".join(f"world {w}" for w in ws)
+            + " | pooled over seeds | across worlds (t, " + f"{len(ws) - 1} df) | heterogeneity |",
+            "|---|" + "---|" * len(ws) + "---|---|---|"]
+    rows = []
+    keys = [k for k, _ in COMPARED]
+    worst = _worst_pooled_shift(a["figures"])
+    if worst:
+        keys.append(worst)
+    for key in keys:
+        f = a["figures"][key]
+        label = f["label"] if not key.startswith("shift:") else f"`{f['label']}` success (worst pooled split)"
+        p = f["pooled"] or {}
+        v = p.get("verdict") or ("difference" if p.get("detectable") else "")
+        holm_note = f", Holm p {p['p_holm']:.3f}" if p.get("p_holm") is not None else ""
+        het = f["heterogeneity"]
+        hs = f"I² {het['I2']:.2f}, p {het['p']:.2f}" if het else "–"
+        rows.append(f"| {label} | " + " | ".join(_ci(d) for d in f["per_world"]) + f" | {_ci(p)} ({v}{holm_note})"
+                    f" | {_ci(f['across'])} | {hs} |")
+    return head + rows
+
+
+def worlds_sentence(block: dict[str, Any], arm: str = "grpo") -> str:
+    """The pooled answer in one sentence: the strategy and template entropy and test success, pooled and per world."""
+    a = block["arms"].get(arm)
+    if not a:
+        return ""
+    figs = a["figures"]
+    ws = ", ".join(str(w) for w in a["worlds"])
+
+    def part(key: str, name: str) -> str:
+        f = figs[key]
+        p = f["pooled"] or {}
+        return (f"{name} {_ci(p)} ({p.get('verdict', '')}; same sign on {f['same_sign']} of {f['worlds']} worlds, "
+                f"shown on {f['shown']}; across worlds {_ci(f['across'])})")
+
+    worst = _worst_pooled_shift(figs)
+    w = figs[worst]["pooled"] if worst else None
+    tail = (f"; worst pooled shift split `{worst[len('shift:'):]}` {_ci(w)}, Holm p {w['p_holm']:.3f}"
+            if w and w.get("p_holm") is not None else "")
+    return (f"Over worlds {ws} ({a['label']} − continued SFT, pooled over every seed): "
+            + "; ".join(part(k, n) for k, n in (("strategy_entropy", "strategy entropy"),
+                                                 ("slot_entropy", "template entropy"),
+                                                 ("test_success", "test success"))) + tail + ".")
+
+
+def worlds_short(block: dict[str, Any], arm: str = "grpo") -> str:
+    """The README's line: the arm − continued SFT pooled over worlds (entropy, test success, worst shift split)."""
+    a = block["arms"][arm]
+    figs = a["figures"]
+    n = figs["test_success"]["pooled"]["n_seeds"] if figs["test_success"]["pooled"] else ["?", "?"]
+
+    def d(key: str) -> str:
+        f = figs[key]
+        p = f["pooled"] or {}
+        return f"{_ci(p)} ({p.get('verdict', '')}, same sign on {f['same_sign']}/{f['worlds']} worlds)"
+
+    worst = _worst_pooled_shift(figs)
+    w = figs[worst]["pooled"] if worst else None
+    return (f"LM on world seeds {', '.join(str(x) for x in a['worlds'])}, {a['label']} − continued SFT pooled over "
+            f"{n[0]} vs {n[1]} seeds: strategy entropy {d('strategy_entropy')}; template entropy "
+            f"{d('slot_entropy')}; test success {d('test_success')}"
+            + (f"; worst shift split {worst[len('shift:'):]} {_ci(w)}, Holm p {w['p_holm']:.3f}"
+               if w and w.get("p_holm") is not None else "") + ".")
+
+
+def worlds_markdown(block: dict[str, Any]) -> str:
+    """The multi-world section: a caption, one table per pooled arm, the one-sentence answer and any warnings."""
+    caption = (f"**Across world seeds {', '.join(str(w) for w in block['worlds'])}** (each world its own SFT start; "
+               "per-world cells: Welch 95% interval over that world's seeds; pooled: the mean of the worlds' "
+               "differences with a Welch-Satterthwaite interval over all seeds; across worlds: a t-interval over "
+               "the worlds' differences, what to expect on a new world; heterogeneity: Cochran's Q over worlds):")
+    lines = [caption, ""]
+    for arm in block["arms"]:
+        lines += [*worlds_table(block, arm), ""]
+    if "grpo" in block["arms"]:
+        lines += [worlds_sentence(block, "grpo"), ""]
+    for lo in block["left_out"]:
+        lines.append(f"- World {lo['world_seed']} is left out: {lo['why']}.")
+    if block["config_differences"]:
+        lines.append("- The runs differ in: " + ", ".join(f"`{k}`" for k in block["config_differences"]) + ".")
+    return "\n".join(lines).rstrip() + "\n"

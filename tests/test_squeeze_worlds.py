@@ -1,0 +1,113 @@
+"""The LM comparison pooled over world seeds (``searchgym.experiments.squeeze.worlds``, ``squeeze --worlds``).
+
+The integration tests read the committed runs on worlds 0 and 1 (``results/``), so the pooled figures are
+checked against each run's own comparisons, computed by the analysis core when it ran."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from searchgym.errors import ConfigError
+from searchgym.experiments.squeeze.stats import diff_ci
+from searchgym.experiments.squeeze.worlds import load_worlds, pool_diffs, worlds_block, worlds_markdown
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+WORLD0, WORLD1 = RESULTS / "squeeze-default-v3", RESULTS / "squeeze-world1-v3"
+
+
+def test_pool_of_identical_worlds_keeps_the_difference_and_narrows_the_interval():
+    a, b = [0.50, 0.55, 0.48, 0.52, 0.51, 0.49], [0.40, 0.42, 0.38, 0.45, 0.41, 0.39]
+    one = diff_ci(a, b)
+    p = pool_diffs([(a, b)] * 3)
+    assert p["pooled"]["diff"] == pytest.approx(one["diff"])
+    # three worlds' worth of seeds: the standard error shrinks by sqrt(3)
+    assert p["pooled"]["se"] == pytest.approx(math.sqrt(np.var(a, ddof=1) / 6 + np.var(b, ddof=1) / 6) / math.sqrt(3))
+    assert p["pooled"]["ci"][1] - p["pooled"]["ci"][0] < one["ci"][1] - one["ci"][0]
+    # identical worlds do not disagree, and the across-worlds interval is a point
+    assert p["heterogeneity"]["Q"] == pytest.approx(0.0) and p["heterogeneity"]["I2"] == 0.0
+    assert p["across"]["ci"] == pytest.approx([one["diff"], one["diff"]])
+    assert p["same_sign"] == 3 and p["shown"] == 3 and p["pooled"]["n_seeds"] == [18, 18]
+
+
+def test_worlds_that_disagree_show_heterogeneity_and_a_wide_across_interval():
+    rng = np.random.default_rng(0)
+    base = list(rng.normal(0.0, 0.01, 6))
+    pairs = [([x + shift for x in rng.normal(0.0, 0.01, 6)], base) for shift in (-0.3, 0.0, 0.3)]
+    p = pool_diffs(pairs, margin=0.1)
+    assert p["heterogeneity"]["p"] < 1e-6 and p["heterogeneity"]["I2"] > 0.9
+    lo, hi = p["across"]["ci"]
+    assert lo < -0.3 and hi > 0.3  # a new world could go either way
+    assert p["pooled"]["verdict"] in ("equivalent", "inconclusive", "difference")
+    assert p["same_sign"] <= 2
+
+
+def test_pooled_figures_agree_with_each_runs_own_comparisons():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the two committed runs share every setting but the world and the start
+        block = worlds_block(load_worlds([WORLD0, WORLD1]))
+    assert block["worlds"] == [0, 1] and not block["left_out"] and not block["config_differences"]
+    g = block["arms"]["grpo"]
+    runs = [json.loads((d / "summary.json").read_text()) for d in (WORLD0, WORLD1)]
+    for key in ("test_success", "strategy_entropy", "slot_entropy"):
+        own = [r["comparisons"]["grpo_vs_sft"][key] for r in runs]
+        fig = g["figures"][key]
+        for mine, theirs in zip(fig["per_world"], own):
+            assert mine["diff"] == pytest.approx(theirs["diff"]) and mine["ci"] == pytest.approx(theirs["ci"])
+        assert fig["pooled"]["diff"] == pytest.approx(np.mean([o["diff"] for o in own]))
+        assert fig["pooled"]["n_seeds"] == [12, 12]
+    # the pooled shift splits are Holm-corrected over the splits both worlds ran
+    shifts = [k for k in g["figures"] if k.startswith("shift:")]
+    assert len(shifts) == 6 and all(g["figures"][k]["pooled"]["p_holm"] >= g["figures"][k]["pooled"]["p"]
+                                    for k in shifts)
+    md = worlds_markdown(block)
+    assert "| GRPO − continued SFT | world 0 | world 1 |" in md and "Over worlds 0, 1" in md
+
+
+def test_a_failed_gate_leaves_its_world_out_with_a_warning(tmp_path):
+    s = json.loads((WORLD1 / "summary.json").read_text())
+    s["competence"]["passed"] = False
+    s["config"]["world_seed"] = 7
+    (tmp_path / "summary.json").write_text(json.dumps(s))
+    with pytest.warns(UserWarning, match="world 7 .* competence gate"):
+        block = worlds_block(load_worlds([WORLD0, WORLD1, tmp_path]))
+    assert block["worlds"] == [0, 1] and block["left_out"][0]["world_seed"] == 7
+
+
+def test_bad_world_lists_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="world seed"):
+        load_worlds([WORLD1, WORLD1])
+    with pytest.raises(ConfigError, match="no .*summary.json"):
+        load_worlds([tmp_path / "missing"])
+    (tmp_path / "summary.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not a squeeze summary"):
+        load_worlds([tmp_path])
+
+
+def test_cli_headline_pools_the_listed_worlds_into_readme_and_docs(tmp_path):
+    from typer.testing import CliRunner
+
+    from searchgym.cli import app
+    from searchgym.experiments.squeeze.commands import README_BEGIN, README_END, RESULTS_BEGIN, RESULTS_END
+
+    out = tmp_path / "w0"
+    shutil.copytree(WORLD0, out)
+    readme, docs = tmp_path / "README.md", tmp_path / "squeeze.md"
+    readme.write_text(f"# x\n{README_BEGIN}\n{README_END}\n")
+    docs.write_text(f"# y\n{RESULTS_BEGIN}\n{RESULTS_END}\n")
+    r = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out), "--worlds", str(WORLD1),
+                                 "--readme", str(readme), "--docs", str(docs)])
+    assert r.exit_code == 0, r.output
+    block = json.loads((out / "worlds.json").read_text())
+    assert block["worlds"] == [0, 1]
+    head = readme.read_text().split(README_BEGIN)[1].split(README_END)[0].strip().splitlines()
+    assert len(head) <= 8 and any(ln.startswith("- LM on world seeds 0, 1") for ln in head)
+    assert "**Across world seeds 0, 1**" in docs.read_text()
+    bad = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out), "--worlds", str(tmp_path / "nope")])
+    assert bad.exit_code == 2 and "summary.json" in bad.output
