@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo sft-start squeeze test test-slow test-integrations bench lint typecheck docs dist clean venv
+.PHONY: demo sft-start squeeze squeeze-worlds test test-slow test-integrations bench lint typecheck docs dist clean venv
 
 venv: $(STAMP)
 
@@ -37,6 +37,14 @@ sft-start: $(STAMP)
 # The full experiment; its figures become the README headline.
 squeeze: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --out runs/squeeze --readme README.md
+
+# The LM comparison on world seeds 1 and 2 (each with its own SFT start: about 70 minutes a world on 2 cores),
+# then the headline pooled over worlds 0-2 (needs `make squeeze` first; --resume continues an interrupted world).
+squeeze-worlds: $(STAMP)
+	for w in 1 2; do $(VENV)/bin/searchgym squeeze --out runs/squeeze-w$$w --world-seed $$w --start-from train \
+	    --arms sft,grpo,grpo_kl,grpo_critique --strategy-seeds 0 --resume || exit 1; done
+	$(VENV)/bin/searchgym squeeze --headline --out runs/squeeze --worlds runs/squeeze-w1,runs/squeeze-w2 \
+	    --readme README.md
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -56,3 +56,32 @@ def test_venv_recipe_announces_each_step(tmp_path):
     assert "[venv 1/4] creating" in r.stdout
     dry = _make(tmp_path, "-n", "venv", f"VENV={tmp_path / 'nope'}")
     assert dry.stdout.count("[venv ") == 4
+
+
+def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
+    """`make squeeze-worlds`: worlds 1 and 2 each with their own start (resumable), then the headline pooled over
+    worlds 0-2; every call it makes parses under the real `searchgym` command (no option that does not exist)."""
+    import typer
+
+    from searchgym.cli import app
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.txt"
+    sg = venv / "bin" / "searchgym"
+    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    sg.chmod(0o755)
+    (venv / ".installed").touch()
+    os.utime(venv / ".installed", (4e9, 4e9))
+    r = _make(tmp_path, "squeeze-worlds", f"VENV={venv}")
+    assert r.returncode == 0, r.stderr
+    calls = [ln.split() for ln in log.read_text().splitlines()]
+    assert len(calls) == 3
+    for w, call in zip((1, 2), calls):
+        assert call[call.index("--world-seed") + 1] == str(w) and "--resume" in call
+        assert call[call.index("--start-from") + 1] == "train"
+    assert "--headline" in calls[2] and calls[2][calls[2].index("--worlds") + 1] == "runs/squeeze-w1,runs/squeeze-w2"
+    group = typer.main.get_command(app)
+    for call in calls:
+        cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
+        cmd.make_context(call[0], call[1:])  # raises click.UsageError on an unknown option
