@@ -49,6 +49,24 @@ def test_only_start_is_bit_for_bit_and_ships_with_a_manifest(tmp_path, monkeypat
     assert s["competence"]["questions"] == 6
 
 
+def test_a_run_resumed_after_only_start_reuses_the_start_and_evaluates_it(tmp_path, one_thread):
+    """`--only-start` then `--resume` with arms (how a new world is checked before its arms are paid for): the
+    start is not rebuilt, the gate is not re-measured, and the start still gets its full evaluation."""
+    from searchgym.experiments.squeeze import experiment as sq
+
+    out = tmp_path / "w"
+    sq.run(_tiny_cfg(out, only_start=True, gate_questions=4), log=print)
+    gate = json.loads((out / "start_eval" / "gate.json").read_text())
+    weights = (out / "sft" / "model" / "model.safetensors").stat().st_mtime_ns
+    logs: list[str] = []
+    s = sq.run(_tiny_cfg(out, resume=True, gate_questions=4), log=logs.append)
+    assert not any("[2/6]" in x or "[3/6]" in x or "competence gate\n" in x for x in logs)
+    assert (out / "sft" / "model" / "model.safetensors").stat().st_mtime_ns == weights
+    ev = json.loads((out / "start_eval" / "eval.json").read_text())
+    assert ev["gate"] == gate and "train" in ev and s["start"]["train_success"] is not None
+    assert s["competence"]["questions"] == 4 and set(s["arms"]) == {"grpo"}
+
+
 def test_shipped_start_is_used_only_when_its_key_matches(tmp_path, monkeypatch, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
     from searchgym.experiments.squeeze import start as st

@@ -158,11 +158,11 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     start_dir = out / "start_eval"
     start_eval_path = start_dir / "eval.json"
     gate_path = start_dir / "gate.json"
-    start_eval: dict[str, Any] | None = None
-    if cfg.resume and start_eval_path.exists():
-        start_eval = json.loads(start_eval_path.read_text())
-    if start_eval is not None and start_eval.get("gate"):
-        gate_rec = start_eval["gate"]
+    saved = json.loads(start_eval_path.read_text()) if cfg.resume and start_eval_path.exists() else None
+    # --only-start saves the gate alone: a run with arms that resumes from it still evaluates the start
+    start_eval: dict[str, Any] | None = saved if saved and "train" in saved else None
+    if saved and saved.get("gate"):
+        gate_rec = saved["gate"]
     elif cfg.resume and gate_path.exists():
         gate_rec = json.loads(gate_path.read_text())
     else:
