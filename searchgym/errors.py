@@ -81,6 +81,11 @@ class CheckpointError(SearchGymError):
     """A checkpoint that is missing, half-written, or from an incompatible run."""
 
 
+class CompetenceGateError(SearchGymError):
+    """The squeeze experiment's SFT start failed its competence gate, and the run was asked to stop there
+    (``--stop-on-failed-gate``) rather than spend the arms' hours on findings it would mark unusable."""
+
+
 class DatasetUnavailableError(SearchGymError, ConnectionError):
     """A Hugging Face dataset that cannot be loaded: offline, an unknown name, or ``datasets`` missing."""
 

@@ -59,8 +59,9 @@ def test_venv_recipe_announces_each_step(tmp_path):
 
 
 def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
-    """`make squeeze-worlds`: worlds 1 and 2 each with their own start (resumable), then the headline pooled over
-    worlds 0-2; every call it makes parses under the real `searchgym` command (no option that does not exist)."""
+    """`make squeeze-worlds`: worlds 1-3 each with their own start (resumable; a world whose start fails the gate
+    stops with exit code 3 and the recipe goes on), then the headline pooled over the worlds; every call it makes
+    parses under the real `searchgym` command (no option that does not exist)."""
     import typer
 
     from searchgym.cli import app
@@ -69,18 +70,20 @@ def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
     (venv / "bin").mkdir(parents=True)
     log = tmp_path / "calls.txt"
     sg = venv / "bin" / "searchgym"
-    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    # world 2's start "fails its gate": exit code 3, which the recipe takes as "this world stops here"
+    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *"--world-seed 2 "*) exit 3;; esac\n')
     sg.chmod(0o755)
     (venv / ".installed").touch()
     os.utime(venv / ".installed", (4e9, 4e9))
     r = _make(tmp_path, "squeeze-worlds", f"VENV={venv}")
     assert r.returncode == 0, r.stderr
     calls = [ln.split() for ln in log.read_text().splitlines()]
-    assert len(calls) == 3
-    for w, call in zip((1, 2), calls):
+    assert len(calls) == 4
+    for w, call in zip((1, 2, 3), calls):
         assert call[call.index("--world-seed") + 1] == str(w) and "--resume" in call
-        assert call[call.index("--start-from") + 1] == "train"
-    assert "--headline" in calls[2] and calls[2][calls[2].index("--worlds") + 1] == "runs/squeeze-w1,runs/squeeze-w2"
+        assert call[call.index("--start-from") + 1] == "train" and "--stop-on-failed-gate" in call
+    assert "--headline" in calls[3]
+    assert calls[3][calls[3].index("--worlds") + 1] == "runs/squeeze-w1,runs/squeeze-w2,runs/squeeze-w3"
     group = typer.main.get_command(app)
     for call in calls:
         cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]

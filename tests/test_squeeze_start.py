@@ -58,6 +58,18 @@ def test_a_run_resumed_after_only_start_reuses_the_start_and_evaluates_it(tmp_pa
     sq.run(_tiny_cfg(out, only_start=True, gate_questions=4), log=print)
     gate = json.loads((out / "start_eval" / "gate.json").read_text())
     weights = (out / "sft" / "model" / "model.safetensors").stat().st_mtime_ns
+    # the tiny start fails its gate: told to stop there, the run raises before any arm and leaves a record the
+    # multi-world pooling reads as "left out: failed gate"
+    from searchgym.errors import CompetenceGateError
+    from searchgym.experiments.squeeze.worlds import load_worlds, worlds_block
+
+    with pytest.raises(CompetenceGateError, match="stopped before the arms"):
+        sq.run(_tiny_cfg(out, resume=True, gate_questions=4, stop_on_failed_gate=True), log=print)
+    assert not (out / "arms").exists() and not (out / "summary.json").exists()
+    (rec,) = load_worlds([out])
+    assert rec["competence"]["passed"] is False and rec["arms"] == {}
+    with pytest.warns(UserWarning, match="competence gate"):
+        assert worlds_block([rec])["left_out"][0]["why"] == "its SFT start failed the competence gate"
     logs: list[str] = []
     s = sq.run(_tiny_cfg(out, resume=True, gate_questions=4), log=logs.append)
     assert not any("[2/6]" in x or "[3/6]" in x or "competence gate\n" in x for x in logs)

@@ -44,6 +44,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                         "the world)."),
         device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
         resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
+        stop_on_failed_gate: bool = typer.Option(False, "--stop-on-failed-gate", help="When the SFT start fails "
+                                                 "the competence gate, stop before the arms (exit code 3) instead "
+                                                 "of running them for findings the report marks unusable."),
         arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_kl,grpo_klcov,"
                                                       "grpo_clipcov,grpo_ent,grpo_darling,grpo_count,grpo_sft_refresh,"
                                                       "grpo_critique,rloo,ppo"),
@@ -83,7 +86,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
 
         from rich.console import Console
 
-        from searchgym.errors import ConfigError, SearchGymError
+        from searchgym.errors import CompetenceGateError, ConfigError, SearchGymError
         from searchgym.experiments.squeeze import experiment as sq
 
         console = Console(stderr=True)
@@ -104,7 +107,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError("--ship-start needs --only-start (the shipped start is built on its own)")
             cfg = sq.SqueezeConfig.preset(quick, name=preset, out=str(out), seeds=seeds, model=model, device=device,
                                           only_start=only_start or None, ship_start=ship_start or None,
-                                          resume=resume, arms=_arms(arms), threads=threads, jobs=jobs,
+                                          resume=resume, stop_on_failed_gate=stop_on_failed_gate or None,
+                                          arms=_arms(arms), threads=threads, jobs=jobs,
                                           start_from=start_from, world_seed=world_seed,
                                           passk_max=passk_max,
                                           minibatches=minibatches, strategy_seeds=strategy_seeds,
@@ -117,6 +121,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5,
                                   max_steps=100, context_loss_weight=0.0)
             summary = sq.run(cfg, log=lambda s: console.print(s, highlight=False))
+        except CompetenceGateError as e:
+            console.print(f"[yellow]{e}[/yellow]")
+            raise typer.Exit(3) from e
         except SearchGymError as e:
             console.print(f"[red]{type(e).__name__}: {e}[/red]")
             raise typer.Exit(2) from e

@@ -110,6 +110,8 @@ class SqueezeConfig:
     only_start: bool = False              # stop after the SFT start and its gate (--only-start)
     ship_start: bool = False              # ... and copy it into the package data (--ship-start; start.py)
     resume: bool = False                  # skip finished stages, continue interrupted arms
+    stop_on_failed_gate: bool = False     # a start that fails the gate: raise CompetenceGateError before the
+    #                                       arms (--stop-on-failed-gate; for runs over several worlds)
     strategy_seeds: int = 20              # strategy-policy stage (run first; strategy_policy.py): seeds per arm,
     #                                       0 disables it
     strategy_arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov",

@@ -40,6 +40,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from searchgym.errors import CompetenceGateError
 from searchgym.experiments.squeeze.config import ARM_LABELS, SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
 from searchgym.experiments.squeeze.passk import passk_seed_wanted, passk_stage
 from searchgym.experiments.squeeze.stages import (
@@ -170,10 +171,16 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
         gate_rec = start_gate(ctx, sft_model, shipped)
         start_dir.mkdir(parents=True, exist_ok=True)
         _write_json(gate_path, gate_rec)
+    from searchgym.experiments.squeeze.summary import competence
+
+    if cfg.stop_on_failed_gate and not cfg.only_start and not competence(cfg, {"gate": gate_rec})["passed"]:
+        raise CompetenceGateError(
+            f"the SFT start fails the competence gate: test success {_n(gate_rec.get('success'))} on "
+            f"{gate_rec.get('questions')} questions, 95% Wilson lower bound {_n(gate_rec.get('lower_bound'))} < "
+            f"{cfg.competence_gate}; stopped before the arms (--stop-on-failed-gate). The gate: {gate_path}")
     if cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
         start_eval = {"gate": gate_rec}
         _write_json(start_eval_path, start_eval)
-    from searchgym.experiments.squeeze.summary import competence
 
     jobs = cfg.arm_jobs()
     # with worker processes and a gate on its own questions, the start's evaluation is one more pool job beside

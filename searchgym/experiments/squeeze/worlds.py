@@ -43,6 +43,10 @@ def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
     for r in runs:
         p = Path(r)
         p = p if p.suffix == ".json" and not p.is_dir() else p / "summary.json"
+        stopped = _stopped_at_gate(p.parent)
+        if not p.exists() and stopped is not None:
+            out.append(stopped)
+            continue
         if not p.exists():
             raise ConfigError(f"no {p}: each --worlds entry is a `searchgym squeeze --out DIR` run directory")
         try:
@@ -58,6 +62,23 @@ def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
     if dup:
         raise ConfigError(f"world seed(s) {dup} appear in more than one run; pool distinct worlds")
     return out
+
+
+def _stopped_at_gate(run: Path) -> dict[str, Any] | None:
+    """A run stopped by ``--stop-on-failed-gate`` (a failed gate, no summary): a record that
+    :func:`worlds_block` leaves out with its reason; None for anything else."""
+    gate, cfg = run / "start_eval" / "gate.json", run / "config.json"
+    if not gate.exists() or not cfg.exists():
+        return None
+    try:
+        g, c = json.loads(gate.read_text(encoding="utf-8")), json.loads(cfg.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return None
+    if g.get("passed") is not False:
+        return None
+    return {"config": c, "arms": {}, "_path": str(run), "competence": {
+        "passed": False, "test_success": g.get("success"), "lower_bound": g.get("lower_bound"),
+        "questions": g.get("questions")}}
 
 
 def _world_seed(summary: dict[str, Any]) -> int:
