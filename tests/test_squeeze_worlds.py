@@ -20,6 +20,8 @@ from searchgym.experiments.squeeze.worlds import load_worlds, pool_diffs, worlds
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 WORLD0, WORLD1 = RESULTS / "squeeze-default-v3", RESULTS / "squeeze-world1-v3"
+# worlds 2 and 3: their starts failed the gate, and the runs stopped there (start_eval/gate.json, config.json)
+FAILED = [RESULTS / "squeeze-world2-v3", RESULTS / "squeeze-world3-v3"]
 
 
 def test_pool_of_identical_worlds_keeps_the_difference_and_narrows_the_interval():
@@ -68,6 +70,15 @@ def test_pooled_figures_agree_with_each_runs_own_comparisons():
                                     for k in shifts)
     md = worlds_markdown(block)
     assert "| GRPO − continued SFT | world 0 | world 1 |" in md and "Over worlds 0, 1" in md
+
+
+def test_the_committed_worlds_pool_0_and_1_and_leave_out_the_failed_starts():
+    with pytest.warns(UserWarning, match="competence gate"):
+        block = worlds_block(load_worlds([WORLD0, WORLD1, *FAILED]))
+    assert block["worlds"] == [0, 1] and [lo["world_seed"] for lo in block["left_out"]] == [2, 3]
+    assert all(lo["lower_bound"] < 0.3 for lo in block["left_out"])
+    assert "World 2 is left out: its SFT start failed the competence gate (test success 0.276" in \
+        worlds_markdown(block)
 
 
 def test_a_failed_gate_leaves_its_world_out_with_a_warning(tmp_path):

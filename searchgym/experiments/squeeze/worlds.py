@@ -168,7 +168,7 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[
         comp = s.get("competence") or {}
         if comp and not comp.get("passed"):
             left_out.append({"world_seed": _world_seed(s), "why": "its SFT start failed the competence gate",
-                             "lower_bound": comp.get("lower_bound")})
+                             "test_success": comp.get("test_success"), "lower_bound": comp.get("lower_bound")})
             warnings.warn(f"world {_world_seed(s)} ({s.get('_path')}) left out: its SFT start failed the competence "
                           "gate, so its LM rows are not findings", stacklevel=2)
         elif base not in (s.get("arms") or {}):
@@ -191,9 +191,11 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[
         "arms": {},
     }
     rl_arms = sorted({a for s in gated for a in s["arms"] if a != base})
+    block["one_world_only"] = {}
     for arm in rl_arms:
         on = [s for s in gated if arm in s["arms"]]
         if len(on) < 2:
+            block["one_world_only"][arm] = _world_seed(on[0])
             continue
         figs: dict[str, Any] = {}
         for key, label in COMPARED:
@@ -293,8 +295,10 @@ def worlds_short(block: dict[str, Any], arm: str = "grpo") -> str:
 
     worst = _worst_pooled_shift(figs)
     w = figs[worst]["pooled"] if worst else None
-    return (f"LM on world seeds {', '.join(str(x) for x in a['worlds'])}, {a['label']} − continued SFT pooled over "
-            f"{n[0]} vs {n[1]} seeds: strategy entropy {d('strategy_entropy')}; template entropy "
+    out = [lo["world_seed"] for lo in block["left_out"]]
+    left = f" (left out: world{'s' if len(out) > 1 else ''} {', '.join(map(str, out))}, failed gate)" if out else ""
+    return (f"LM on world seeds {', '.join(str(x) for x in a['worlds'])}{left}, {a['label']} − continued SFT pooled "
+            f"over {n[0]} vs {n[1]} seeds: strategy entropy {d('strategy_entropy')}; template entropy "
             f"{d('slot_entropy')}; test success {d('test_success')}"
             + (f"; worst shift split {worst[len('shift:'):]} {_ci(w)}, Holm p {w['p_holm']:.3f}"
                if w and w.get("p_holm") is not None else "") + ".")
@@ -312,7 +316,12 @@ def worlds_markdown(block: dict[str, Any]) -> str:
     if "grpo" in block["arms"]:
         lines += [worlds_sentence(block, "grpo"), ""]
     for lo in block["left_out"]:
-        lines.append(f"- World {lo['world_seed']} is left out: {lo['why']}.")
+        figs = (f" (test success {lo['test_success']:.3f}, Wilson lower bound {lo['lower_bound']:.3f})"
+                if lo.get("lower_bound") is not None and lo.get("test_success") is not None else "")
+        lines.append(f"- World {lo['world_seed']} is left out: {lo['why']}{figs}.")
+    if block.get("one_world_only"):
+        lines.append("- Not pooled (ran on one world only): " + ", ".join(
+            f"`{a}` (world {w})" for a, w in block["one_world_only"].items()) + ".")
     if block["config_differences"]:
         lines.append("- The runs differ in: " + ", ".join(f"`{k}`" for k in block["config_differences"]) + ".")
     return "\n".join(lines).rstrip() + "\n"
