@@ -38,15 +38,17 @@ sft-start: $(STAMP)
 squeeze: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --out runs/squeeze --readme README.md
 
-# The LM comparison on world seeds 1-3, each with its own SFT start (about 20 minutes; a start that fails the
-# competence gate stops its world there, exit code 3), then the headline pooled over the worlds whose starts pass
-# (world 0 is `make squeeze`'s run; --resume continues an interrupted world). About 70 minutes a world on 2 cores.
+# The LM comparison on world seeds 1-5, each with its own SFT start (about 20 minutes each). A start that fails
+# the competence gate stops its world there (exit code 3): on 2026-11-26 worlds 2-4 did
+# (results/squeeze-worlds-v3-gates.md). Then the headline is pooled over the worlds whose starts pass. World 0 is
+# `make squeeze`'s run, and --resume continues an interrupted world. About 70 minutes per passing world on 2 cores.
+WORLDS ?= 1 2 3 4 5
 squeeze-worlds: $(STAMP)
-	for w in 1 2 3; do $(VENV)/bin/searchgym squeeze --out runs/squeeze-w$$w --world-seed $$w --start-from train \
+	for w in $(WORLDS); do $(VENV)/bin/searchgym squeeze --out runs/squeeze-w$$w --world-seed $$w --start-from train \
 	    --arms sft,grpo,grpo_kl,grpo_critique --strategy-seeds 0 --resume --stop-on-failed-gate; \
 	    rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; done
 	$(VENV)/bin/searchgym squeeze --headline --out runs/squeeze \
-	    --worlds runs/squeeze-w1,runs/squeeze-w2,runs/squeeze-w3 --readme README.md
+	    --worlds $$(for w in $(WORLDS); do printf 'runs/squeeze-w%s,' $$w; done) --readme README.md
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -59,7 +59,7 @@ def test_venv_recipe_announces_each_step(tmp_path):
 
 
 def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
-    """`make squeeze-worlds`: worlds 1-3 each with their own start (resumable; a world whose start fails the gate
+    """`make squeeze-worlds`: worlds 1-5 each with their own start (resumable; a world whose start fails the gate
     stops with exit code 3 and the recipe goes on), then the headline pooled over the worlds; every call it makes
     parses under the real `searchgym` command (no option that does not exist)."""
     import typer
@@ -78,12 +78,12 @@ def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
     r = _make(tmp_path, "squeeze-worlds", f"VENV={venv}")
     assert r.returncode == 0, r.stderr
     calls = [ln.split() for ln in log.read_text().splitlines()]
-    assert len(calls) == 4
-    for w, call in zip((1, 2, 3), calls):
+    assert len(calls) == 6
+    for w, call in zip((1, 2, 3, 4, 5), calls):
         assert call[call.index("--world-seed") + 1] == str(w) and "--resume" in call
         assert call[call.index("--start-from") + 1] == "train" and "--stop-on-failed-gate" in call
-    assert "--headline" in calls[3]
-    assert calls[3][calls[3].index("--worlds") + 1] == "runs/squeeze-w1,runs/squeeze-w2,runs/squeeze-w3"
+    assert "--headline" in calls[5]
+    assert calls[5][calls[5].index("--worlds") + 1].rstrip(",").split(",") == [f"runs/squeeze-w{w}" for w in range(1, 6)]
     group = typer.main.get_command(app)
     for call in calls:
         cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
