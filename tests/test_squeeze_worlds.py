@@ -20,8 +20,9 @@ from searchgym.experiments.squeeze.worlds import load_worlds, pool_diffs, worlds
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 WORLD0, WORLD1 = RESULTS / "squeeze-default-v3", RESULTS / "squeeze-world1-v3"
-# worlds 2 and 3: their starts failed the gate, and the runs stopped there (start_eval/gate.json, config.json)
-FAILED = [RESULTS / "squeeze-world2-v3", RESULTS / "squeeze-world3-v3"]
+WORLD5 = RESULTS / "squeeze-world5-v3"
+# worlds 2-4: their starts failed the gate, and the runs stopped there (start_eval/gate.json, config.json)
+FAILED = [RESULTS / f"squeeze-world{w}-v3" for w in (2, 3, 4)]
 
 
 def test_pool_of_identical_worlds_keeps_the_difference_and_narrows_the_interval():
@@ -72,13 +73,18 @@ def test_pooled_figures_agree_with_each_runs_own_comparisons():
     assert "| GRPO − continued SFT | world 0 | world 1 |" in md and "Over worlds 0, 1" in md
 
 
-def test_the_committed_worlds_pool_0_and_1_and_leave_out_the_failed_starts():
+def test_the_committed_worlds_pool_0_1_5_and_leave_out_the_failed_starts():
+    """The README's multi-world line, from the committed runs: worlds 0, 1 and 5 pooled, 2-4 left out."""
     with pytest.warns(UserWarning, match="competence gate"):
-        block = worlds_block(load_worlds([WORLD0, WORLD1, *FAILED]))
-    assert block["worlds"] == [0, 1] and [lo["world_seed"] for lo in block["left_out"]] == [2, 3]
-    assert all(lo["lower_bound"] < 0.3 for lo in block["left_out"])
+        block = worlds_block(load_worlds([WORLD0, WORLD1, *FAILED, WORLD5]))
+    assert block["worlds"] == [0, 1, 5] and [lo["world_seed"] for lo in block["left_out"]] == [2, 3, 4]
+    assert all(lo["lower_bound"] < 0.3 for lo in block["left_out"]) and not block["config_differences"]
     assert "World 2 is left out: its SFT start failed the competence gate (test success 0.276" in \
         worlds_markdown(block)
+    g = block["arms"]["grpo"]["figures"]
+    assert g["slot_entropy"]["pooled"]["n_seeds"] == [18, 18] and g["slot_entropy"]["same_sign"] == 3
+    assert set(block["arms"]) == {"grpo", "grpo_kl", "grpo_critique"}
+    assert set(block["one_world_only"]) == {"grpo_klcov", "grpo_clipcov", "grpo_ent"}
 
 
 def test_a_failed_gate_leaves_its_world_out_with_a_warning(tmp_path):

@@ -33,7 +33,7 @@ from searchgym.experiments.squeeze.stats import COMPARED, diff_ci, holm, margin_
 _MAY_DIFFER = {"out", "world_seed", "start_from", "arms", "resume", "jobs", "threads", "only_start", "ship_start",
                "strategy_seeds", "strategy_arms", "strategy_steps", "contextual_seeds", "contextual_steps",
                "contextual_arms", "passk_max", "passk_questions", "passk_splits", "passk_seeds", "preset_name",
-               "gate_questions_from_manifest", "quick", "device"}
+               "gate_questions_from_manifest", "quick", "device", "stop_on_failed_gate"}
 
 
 def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
@@ -153,7 +153,8 @@ def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | 
 
 def _config_differences(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]:
     cfgs = [s.get("config") or {} for s in summaries]
-    keys = sorted(set().union(*cfgs) - _MAY_DIFFER)
+    # settings every run records (a run from before a setting existed ran with its default)
+    keys = sorted(set(cfgs[0]).intersection(*cfgs[1:]) - _MAY_DIFFER) if cfgs else []
     return {k: [c.get(k) for c in cfgs] for k in keys
             if any(json.dumps(c.get(k), sort_keys=True) != json.dumps(cfgs[0].get(k), sort_keys=True)
                    for c in cfgs)}
