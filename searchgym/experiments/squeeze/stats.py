@@ -66,6 +66,14 @@ def holm(pvalues: list[float | None]) -> list[float | None]:
     return out
 
 
+def holm_into(tests: list[dict[str, Any]]) -> None:
+    """Add ``p_holm`` and ``detectable_holm`` to each comparison (a :func:`diff_ci` result), Holm-adjusted over
+    the list (one family of tests, e.g. one arm's shift splits)."""
+    for d, p in zip(tests, holm([d.get("p") for d in tests])):
+        d["p_holm"] = p
+        d["detectable_holm"] = None if p is None else bool(p < 0.05)
+
+
 COMPARED = (("test_success", "test success"), ("strategy_entropy", "strategy entropy"),
             ("slot_entropy", "template entropy (slot)"),
             ("well_formed_slot_entropy", "template entropy, well-formed queries"))
@@ -88,10 +96,7 @@ def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
             row[f"shift:{split}"] = diff_ci(ms.get("values", []), ((sft.get("shift") or {}).get(split) or {})
                                             .get("values", []), margin=margin_for("success"))
         # Holm across this arm's per-split comparisons (several shift splits = several tests)
-        keys = [k for k in row if k.startswith("shift:")]
-        for k, p in zip(keys, holm([row[k]["p"] for k in keys])):
-            row[k]["p_holm"] = p
-            row[k]["detectable_holm"] = None if p is None else bool(p < 0.05)
+        holm_into([row[k] for k in row if k.startswith("shift:")])
         out[f"{arm}_vs_sft"] = row
     return out
 

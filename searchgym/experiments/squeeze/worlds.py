@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
-from searchgym.experiments.squeeze.stats import COMPARED, diff_ci, holm, margin_for
+from searchgym.experiments.squeeze.stats import COMPARED, diff_ci, holm_into, margin_for
 
 # Settings that may differ between the runs of one multi-world comparison (where they write, how fast, which
 # arms and extra stages ran); any other config difference is reported, as the worlds would not be comparable.
@@ -43,12 +43,12 @@ def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
     for r in runs:
         p = Path(r)
         p = p if p.suffix == ".json" and not p.is_dir() else p / "summary.json"
-        stopped = _stopped_at_gate(p.parent)
-        if not p.exists() and stopped is not None:
+        if not p.exists():
+            stopped = _stopped_at_gate(p.parent)
+            if stopped is None:
+                raise ConfigError(f"no {p}: each --worlds entry is a `searchgym squeeze --out DIR` run directory")
             out.append(stopped)
             continue
-        if not p.exists():
-            raise ConfigError(f"no {p}: each --worlds entry is a `searchgym squeeze --out DIR` run directory")
         try:
             s = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
@@ -74,11 +74,14 @@ def _stopped_at_gate(run: Path) -> dict[str, Any] | None:
         g, c = json.loads(gate.read_text(encoding="utf-8")), json.loads(cfg.read_text(encoding="utf-8"))
     except json.JSONDecodeError:
         return None
-    if g.get("passed") is not False:
+    from types import SimpleNamespace
+
+    from searchgym.experiments.squeeze.summary import competence
+
+    comp = competence(SimpleNamespace(competence_gate=c.get("competence_gate", 0.3)), {"gate": g})
+    if comp["passed"]:
         return None
-    return {"config": c, "arms": {}, "_path": str(run), "competence": {
-        "passed": False, "test_success": g.get("success"), "lower_bound": g.get("lower_bound"),
-        "questions": g.get("questions")}}
+    return {"config": c, "arms": {}, "_path": str(run), "competence": comp}
 
 
 def _world_seed(summary: dict[str, Any]) -> int:
@@ -115,7 +118,7 @@ def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | 
     w = len(ok)
     diffs = np.array([d["diff"] for _, _, d in ok])
     mean = float(diffs.mean())
-    # variance of each group mean, scaled by 1/W for the equal-weight average
+    # variance of each group mean (arm, base of world 1, arm, base of world 2, ...)
     groups = [(float(np.var(x, ddof=1)) / len(x), len(x)) for a, b, _ in ok for x in (a, b)]
     var = sum(v for v, _ in groups) / w ** 2
     se = math.sqrt(var)
@@ -140,8 +143,7 @@ def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | 
         h = float(t.ppf(1 - alpha / 2, w - 1)) * sd / math.sqrt(w)
         out["across"] = {"diff": mean, "ci": [mean - h, mean + h], "df": w - 1, "sd_worlds": sd,
                          "detectable": not (mean - h <= 0 <= mean + h)}
-        ses = np.array([math.sqrt(float(np.var(a, ddof=1)) / len(a) + float(np.var(b, ddof=1)) / len(b))
-                        for a, b, _ in ok])
+        ses = np.sqrt([groups[2 * i][0] + groups[2 * i + 1][0] for i in range(w)])
         if np.all(ses > 0):
             wts = 1.0 / ses ** 2
             fe = float((wts * diffs).sum() / wts.sum())
@@ -205,9 +207,7 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[
         splits = sorted(set.intersection(*(set(s["arms"][arm].get("shift") or {}) for s in on)))
         shift = {sp: pool_diffs([(_values(s["arms"][arm], f"shift:{sp}"), _values(s["arms"][base], f"shift:{sp}"))
                                  for s in on], margin=margin_for("success")) for sp in splits}
-        for sp, ph in zip(splits, holm([(shift[sp]["pooled"] or {}).get("p") for sp in splits])):
-            if shift[sp]["pooled"] is not None:
-                shift[sp]["pooled"]["p_holm"] = ph
+        holm_into([shift[sp]["pooled"] for sp in splits if shift[sp]["pooled"] is not None])
         figs.update({f"shift:{sp}": {"label": sp, **v} for sp, v in shift.items()})
         block["arms"][arm] = {
             "label": on[0]["arms"][arm].get("label", arm), "worlds": [_world_seed(s) for s in on], "figures": figs,
@@ -229,6 +229,16 @@ def _worst_pooled_shift(figs: dict[str, Any]) -> str | None:
     if not shifts:
         return None
     return min(shifts, key=lambda k: shifts[k]["pooled"]["diff"])
+
+
+def _worst_shift_text(figs: dict[str, Any], quote: str = "") -> str:
+    """``; worst ... split NAME diff [lo, hi], Holm p P`` for the worst pooled shift split ('' when none)."""
+    worst = _worst_pooled_shift(figs)
+    w = figs[worst]["pooled"] if worst else None
+    if not w or w.get("p_holm") is None:
+        return ""
+    name = worst[len("shift:"):]  # type: ignore[index]
+    return f"{quote}{name}{quote} {_ci(w)}, Holm p {w['p_holm']:.3f}"
 
 
 def worlds_table(block: dict[str, Any], arm: str = "grpo") -> list[str]:
@@ -273,10 +283,8 @@ def worlds_sentence(block: dict[str, Any], arm: str = "grpo") -> str:
         return (f"{name} {_ci(p)} ({p.get('verdict', '')}; same sign on {f['same_sign']} of {f['worlds']} worlds, "
                 f"shown on {f['shown']}; across worlds {_ci(f['across'])})")
 
-    worst = _worst_pooled_shift(figs)
-    w = figs[worst]["pooled"] if worst else None
-    tail = (f"; worst pooled shift split `{worst[len('shift:'):]}` {_ci(w)}, Holm p {w['p_holm']:.3f}"
-            if w and w.get("p_holm") is not None else "")
+    worst = _worst_shift_text(figs, quote="`")
+    tail = f"; worst pooled shift split {worst}" if worst else ""
     return (f"Over worlds {ws} ({a['label']} − continued SFT, pooled over every seed): "
             + "; ".join(part(k, n) for k, n in (("strategy_entropy", "strategy entropy"),
                                                  ("slot_entropy", "template entropy"),
@@ -294,15 +302,13 @@ def worlds_short(block: dict[str, Any], arm: str = "grpo") -> str:
         p = f["pooled"] or {}
         return f"{_ci(p)} ({p.get('verdict', '')}, same sign on {f['same_sign']}/{f['worlds']} worlds)"
 
-    worst = _worst_pooled_shift(figs)
-    w = figs[worst]["pooled"] if worst else None
+    worst = _worst_shift_text(figs)
     out = [lo["world_seed"] for lo in block["left_out"]]
     left = f" (left out: world{'s' if len(out) > 1 else ''} {', '.join(map(str, out))}, failed gate)" if out else ""
     return (f"LM on world seeds {', '.join(str(x) for x in a['worlds'])}{left}, {a['label']} − continued SFT pooled "
             f"over {n[0]} vs {n[1]} seeds: strategy entropy {d('strategy_entropy')}; template entropy "
             f"{d('slot_entropy')}; test success {d('test_success')}"
-            + (f"; worst shift split {worst[len('shift:'):]} {_ci(w)}, Holm p {w['p_holm']:.3f}"
-               if w and w.get("p_holm") is not None else "") + ".")
+            + (f"; worst shift split {worst}" if worst else "") + ".")
 
 
 def worlds_markdown(block: dict[str, Any]) -> str:
