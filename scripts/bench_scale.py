@@ -168,7 +168,8 @@ def phase_router(a: argparse.Namespace) -> dict:
 
     import httpx
 
-    from searchgym.retrieval.router import ShardRouter, split_sharded_index
+    from searchgym.retrieval.router import ShardRouter
+    from searchgym.retrieval.split import split_sharded_index
     from searchgym.retrieval.synth import synthetic_queries
 
     split = Path(str(a.index) + "-split")

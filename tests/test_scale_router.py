@@ -14,9 +14,9 @@ from searchgym.retrieval import Passage, build_index, load_index
 from searchgym.retrieval.router import (
     ShardRouter,
     ShardUnavailableError,
-    split_sharded_index,
     write_router_index,
 )
+from searchgym.retrieval.split import split_sharded_index
 
 pytest.importorskip("uvicorn")
 from helpers import load_server_fixture

@@ -41,7 +41,7 @@ _LAZY = {
     "build_sharded_index": "sharded",
     "ShardRouter": "router",
     "ShardUnavailableError": "router",
-    "split_sharded_index": "router",
+    "split_sharded_index": "split",
     "write_router_index": "router",
     "FaissRetriever": "dense_scale",
     "import_faiss_index": "dense_scale",

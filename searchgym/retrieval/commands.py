@@ -157,7 +157,7 @@ def index_split(
     from rich.console import Console
 
     from searchgym.errors import SearchGymError
-    from searchgym.retrieval.router import split_sharded_index
+    from searchgym.retrieval.split import split_sharded_index
 
     try:
         dirs = split_sharded_index(path, out, overwrite=overwrite)

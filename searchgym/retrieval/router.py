@@ -6,7 +6,7 @@ Retriever that asks every shard server in parallel (:class:`~searchgym.retrieval
 its timeouts, retries and response caps) and merges. Ray would add a cluster runtime for what is one HTTP
 fan-out, and the /retrieve contract is what Search-R1 / verl clients already speak.
 
-1. ``split_sharded_index(DIR, OUT)`` (CLI ``searchgym index split DIR --out OUT``) turns a sharded index into
+1. ``searchgym.retrieval.split.split_sharded_index(DIR, OUT)`` (CLI ``searchgym index split DIR --out OUT``) turns a sharded index into
    one index directory per shard, ``OUT/shard-000`` ...: the shard's arrays (hard links where the filesystem
    allows), the global vocabulary and the shard's own passages. Each scores with the global statistics.
 2. ``searchgym serve OUT/shard-000 --port 8001`` ... one server per shard.
@@ -29,23 +29,17 @@ together with the list of missing shards.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from searchgym.errors import ConfigError, IndexCorruptError, RetrieverUnavailableError
 from searchgym.retrieval.base import Hit
 from searchgym.retrieval.index import (
     LoadContext,
     atomic_dir,
-    read_manifest,
     register_backend,
     write_manifest,
 )
@@ -164,63 +158,3 @@ def _load_backend(ctx: LoadContext) -> ShardRouter:
 
 
 register_backend(NAME, provides="bm25", load=_load_backend)
-
-
-# -- splitting a sharded index ------------------------------------------------------------------------
-def _link_or_copy(src: Path, dst: Path) -> None:
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
-
-
-def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = False) -> list[Path]:
-    """Write one index directory per shard of the sharded index ``src`` into ``out/shard-NNN``."""
-    from searchgym.retrieval.sharded import NAME as SHARDED
-    from searchgym.retrieval.store import OFFSETS, RECORDS
-
-    src = Path(src)
-    m = read_manifest(src)
-    entry = m["backends"].get(SHARDED)
-    if entry is None:
-        raise ConfigError(f"{src} is not a sharded index (backends: {sorted(m['backends'])}); build it with "
-                          "`searchgym index build CORPUS --shards N`")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    offsets = np.memmap(src / m["passages_store"]["dir"] / OFFSETS, dtype="<u8", mode="r")
-    records = src / m["passages_store"]["dir"] / RECORDS
-    dirs = []
-    for i, spec in enumerate(entry["shards"]):
-        a, n = int(spec["start"]), int(spec["n"])
-        d = out / f"shard-{i:03d}"
-        with atomic_dir(d, overwrite=overwrite) as tmp:
-            (tmp / "passages").mkdir()
-            lo, hi = int(offsets[a]), int(offsets[a + n])
-            with open(records, "rb") as src_f, open(tmp / "passages" / RECORDS, "wb") as g:
-                src_f.seek(lo)
-                left = hi - lo
-                while left:
-                    chunk = src_f.read(min(left, 1 << 24))
-                    if not chunk:
-                        raise IndexCorruptError(f"{records} ends before byte {hi}")
-                    g.write(chunk)
-                    left -= len(chunk)
-            (np.asarray(offsets[a:a + n + 1], dtype="<u8") - np.uint64(lo)).astype("<u8").tofile(
-                tmp / "passages" / OFFSETS)
-            sdir = tmp / SHARDED / "shards" / "000"
-            sdir.mkdir(parents=True)
-            for f in ("data.npy", "indices.npy", "indptr.npy"):
-                _link_or_copy(src / spec["dir"] / f, sdir / f)
-            _link_or_copy(src / entry["vocab_file"], tmp / SHARDED / "vocab.json")
-            sub = {**entry, "vocab_file": f"{SHARDED}/vocab.json",
-                   "shards": [{**spec, "dir": f"{SHARDED}/shards/000", "start": 0}],
-                   "split_from": {"corpus_fingerprint": m["corpus_fingerprint"], "shard": i,
-                                  "of": len(entry["shards"]), "start": a, "n_passages": m["n_passages"]}}
-            write_manifest(tmp, n_passages=n, fingerprint=f"{m['corpus_fingerprint']}#shard{i}",
-                           backends={SHARDED: sub}, build_seconds=0.0,
-                           passages={"passages_store": {"format": "records-offsets", "dir": "passages"}})
-        dirs.append(d)
-    (out / "shards.json").write_text(json.dumps({"source": str(src.resolve()), "shards": [p.name for p in dirs],
-                                                 "n_passages": m["n_passages"],
-                                                 "corpus_fingerprint": m["corpus_fingerprint"]}, indent=2))
-    return dirs
