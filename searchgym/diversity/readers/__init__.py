@@ -114,6 +114,7 @@ from searchgym.diversity.readers.transcripts import (
     parse_question,
     split_response,
 )
+from searchgym.diversity.readers.tree import parse_tree
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 
@@ -202,7 +203,7 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
 def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,
                   default_step: int | None) -> Iterator[_Parsed]:
     f = src.path
-    parser = _PARSERS.get(fmt)
+    parser = _PARSERS.get(fmt) or (parse_tree if fmt == "tree" else None)
     if parser is None:
         raise ConfigError(f"format {fmt!r} cannot read JSON records; choose from {', '.join(RECORD_FORMATS)}")
     try:

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from searchgym.diversity.readers.outcomes import is_refusal
 from searchgym.diversity.readers.records import (
     _DOC_TITLE,
     _JSON_TITLE,
@@ -122,6 +123,9 @@ class _Assembler:
             ran = {id(c) for c in run}
             stats.unexecuted += sum(len(c.queries) for c in good if id(c) not in ran)
             for c, blk in zip(run, blocks):
+                if blk and all(is_refusal(b) for b in blk):
+                    stats.rejected += len(c.queries)  # the tool refused it: not a search that ran
+                    continue
                 per_q: list[list[str]]
                 if len(c.queries) > 1 and len(blk) == 1 and (parts := _split_block(blk[0], len(c.queries))):
                     per_q = [[p] for p in parts]

@@ -15,7 +15,6 @@ from searchgym.diversity.readers.containers import Source
 from searchgym.diversity.readers.containers import decode_json as _decode
 from searchgym.diversity.readers.records import (
     _PROMPT_KEYS,
-    _QUESTION_LINE,
     _REACT_ACTION_LINE,
     _STEP_FILE,
     DEFAULT_QUERY_TAGS,
@@ -32,6 +31,7 @@ from searchgym.diversity.readers.transcripts import (
     _Opts,
     find_turns,
 )
+from searchgym.diversity.readers.tree import HEADER_LINE, best, readings
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 
@@ -214,8 +214,10 @@ def _tried_message(where: Path, keys: list[str] | None) -> str:
     return (f"cannot tell the format of {where}{seen}: tried searchgym (steps + episode_id), chat (messages), "
             "verl (input + output), react (a trace with 'Action N: Search[...]'), search-r1 (a text field "
             "with <search>, <tool_call>, <|begin_of_query|> or <|begin_search_query|> calls) and react-log "
-            "(plain text); pass --format NAME (one of " + ", ".join(FORMATS[1:]) + "), --query-tags OPEN CLOSE "
-            "for other tags, or --text-field FIELD for any JSON field")
+            "(plain text), and search calls by structure anywhere in a record; run `searchgym analyze FILE "
+            "--explain` to see the record's fields and a suggested --map, then pass --map queries=EXPR (JMESPath), "
+            "--format NAME (one of " + ", ".join(FORMATS[1:]) + "), --query-tags OPEN CLOSE for other tags, or "
+            "--text-field FIELD for any JSON field")
 
 
 def detect_format(path: str | os.PathLike[str], *, text_field: str | None = None,
@@ -235,8 +237,8 @@ def _detect_file(src: Source, opts: _Opts) -> str:
     f = src.path
     stats = ReadStats(format="auto")
     keys: list[str] | None = None
+    seen: list[dict] = []
     try:
-        seen = 0
         for _, _, rec in _records(src, stats, lenient=True):
             if not isinstance(rec, dict):
                 continue
@@ -244,21 +246,27 @@ def _detect_file(src: Source, opts: _Opts) -> str:
             fmt = _detect_record(rec, opts)
             if fmt:
                 return fmt
-            seen += 1
-            if seen >= 50:
+            seen.append(rec)
+            if len(seen) >= 50:
                 break
     except _NotJSON:
-        head = src.data[:1 << 20].decode("utf-8", errors="replace")
-        if L.looks_like_training_log(head):
-            return "train-log"
-        if _QUESTION_LINE.search(head) and _REACT_ACTION_LINE.search(head):
-            return "react-log"
-        raise TrajectoryFormatError(_tried_message(f, None)) from None
+        return _detect_text(src)
     if keys is None:
         if stats.first_problem:
             raise TrajectoryFormatError(f"no episode records: {stats.first_problem}")
         raise TrajectoryFormatError(f"{f} holds no episode records (empty, or no line is a JSON object)")
+    if any(best(readings(rec, opts)[0]) is not None for rec in seen):
+        return "tree"  # no named format, but search calls by structure: the generic reader
     raise TrajectoryFormatError(_tried_message(f, keys))
+
+
+def _detect_text(src: Source) -> str:
+    head = src.data[:1 << 20].decode("utf-8", errors="replace")
+    if L.looks_like_training_log(head):
+        return "train-log"
+    if HEADER_LINE.search(head) and _REACT_ACTION_LINE.search(head):
+        return "react-log"
+    raise TrajectoryFormatError(_tried_message(src.path, None))
 
 
 def _tags(query_tags: Any) -> tuple[tuple[str, str], ...]:

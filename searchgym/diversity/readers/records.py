@@ -9,10 +9,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "train-log", "jsonl")
+FORMATS = ("auto", "searchgym", "verl", "search-r1", "chat", "react", "react-log", "train-log", "jsonl", "tree")
 
 
-RECORD_FORMATS = ("searchgym", "verl", "search-r1", "chat", "react", "jsonl")
+RECORD_FORMATS = ("searchgym", "verl", "search-r1", "chat", "react", "jsonl", "tree")
 
 
 # text fields that hold a whole decoded sequence (prompt + response) vs. only the model's response
@@ -170,6 +170,7 @@ class ReadStats:
     reemitted: int = 0                 # turns a response re-emitted verbatim (each call counted once)
     sidecar: int = 0                   # episodes whose evidence came from a field beside the transcript
     other_calls: int = 0               # tool calls / actions that are not searches (Lookup, browse, …)
+    rejected: int = 0                  # calls the tool refused ("Invalid action!", "Error: Tool … not found")
     observations: int = 0
     container: str = ""                # jsonl | json-array | json-object | text | mixed
     files: int = 0
@@ -184,7 +185,7 @@ class ReadStats:
                 "observations": self.observations, "skipped_lines": self.skipped_lines,
                 "reemitted_turns": self.reemitted, "sidecar_evidence": self.sidecar,
                 "skipped_reasons": dict(self.skipped_reasons), "grammars": dict(self.grammars),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **({"rejected": self.rejected} if self.rejected else {})}
 
 
 @dataclass

@@ -193,6 +193,8 @@ class _Opts:
         self.reward_field = reward_field
         self.success_threshold = success_threshold
         self.field: str | None = None  # the text field a detected record format reads
+        self.explain: list[Any] | None = None  # --explain: what the generic reader found, per record
+        self.explain_limit = 3
         names = {o: _grammar_name(o) for o, _ in query_tags}
         self.names = names
 

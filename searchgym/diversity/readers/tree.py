@@ -1,0 +1,286 @@
+"""The generic reader: any JSON-like record read as a tree, for records no named format describes.
+
+One walk of the record finds the structured search calls (``calls``) and the string leaves that hold calls in a
+text grammar (tags, ``<tool_call>`` JSON, ReAct under any ``Question:`` / ``Claim:`` / ``Instruction:`` /
+``Task:`` header, Search-o1 markers). Each is a competing *reading* of the record: the structured calls
+together, or one text leaf. The reading with the most executed queries wins (ties: the structured one). The
+question, reward, step and episode id are found by name at the shallowest depth (``fields``); a question also
+as the first chat ``user`` turn or a text header; success from a reward, a success field, a reward stated in
+the text (``outcomes``), or exact match of a prediction against gold answers; never 0 where none is stated.
+What was found where, and why other readings lost, is kept for ``--explain`` (``Explanation``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from searchgym.diversity.readers import calls as K
+from searchgym.diversity.readers import fields as F
+from searchgym.diversity.readers.assembly import _Assembler
+from searchgym.diversity.readers.grammars import scan_text
+from searchgym.diversity.readers.outcomes import em_success, reward_in_text
+from searchgym.diversity.readers.records import (
+    _ASSISTANT,
+    _PROMPT_KEYS,
+    _REACT_ACTION_LINE,
+    QUESTION_ID_KEYS,
+    TOOL_CALL,
+    Episode,
+    ReadStats,
+    _lookup,
+)
+from searchgym.diversity.readers.transcripts import (
+    _chat_question,
+    _Opts,
+    _Parsed,
+    find_turns,
+    parse_question,
+    split_response,
+)
+
+# An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
+HEADER_LINE = re.compile(r"(?<![^\n])[ \t]*(Question|Claim|Instruction|Task)(?:[ \t]*\d+)?[ \t]*:[ \t]*")
+
+
+@dataclass
+class Reading:
+    """One way to read a record's calls: its queries (with evidence) and what did not count."""
+
+    name: str
+    expr: str
+    queries: list[str] = field(default_factory=list)
+    evidence: list[list[str]] = field(default_factory=list)
+    titles: list[list[str]] = field(default_factory=list)
+    turns: list[int] = field(default_factory=list)
+    pending: list[tuple[str, int, str]] = field(default_factory=list)
+    n_obs: int = 0
+    malformed: int = 0
+    rejected: int = 0
+    other: int = 0
+    answer: str | None = None
+    question: str | None = None
+    text: str | None = None
+    stats: ReadStats = field(default_factory=lambda: ReadStats(format="tree"))
+
+    def score(self) -> int:
+        return len(self.queries) + (len(self.pending) if not self.n_obs else 0)
+
+
+@dataclass
+class Explanation:
+    """What the generic reader found in one record (for ``--explain``)."""
+
+    where: str
+    found: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    readings: list[tuple[str, str, int, str]] = field(default_factory=list)  # name, expr, score, verdict
+    missing: list[str] = field(default_factory=list)
+
+
+def _structured(found: list[K.Found]) -> Reading:
+    r = Reading("structured calls", _calls_expr(found))
+    for turn, f in enumerate(found):
+        if f.other:
+            r.other += 1
+        elif f.queries is None:
+            r.malformed += 1
+        elif f.refused:
+            r.rejected += len(f.queries)
+        elif f.has_output:
+            r.n_obs += 1
+            for q in f.queries:
+                r.queries.append(q)
+                r.evidence.append(list(f.evidence))
+                r.titles.append(list(f.titles))
+                r.turns.append(turn)
+        else:
+            r.pending.extend((q, turn, "structured") for q in f.queries)
+    r.stats.grammars["structured"] += len(r.queries)
+    return r
+
+
+def _calls_expr(found: list[K.Found]) -> str:
+    """A JMESPath expression for the calls' queries: a filter over their list where they share one."""
+    search = [f for f in found if not f.other]
+    if not search:
+        return ""
+    f0 = search[0]
+    m = re.match(r"^(.*)\[\d+\]$", f0.path)
+    if m is None:
+        return F.join(f0.path, f0.query_key) if f0.path else f0.query_key
+    lst = m.group(1)
+    name_key = f0.name_key
+    cond = f"{name_key}=={_raw(f0.name)}"
+    q = f0.query_key
+    return f"{lst}[?{cond}].{q}" if lst else f"[?{cond}].{q}"
+
+
+def _raw(s: str) -> str:
+    """A JMESPath raw string literal ('search')."""
+    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _react_text(text: str) -> tuple[str, str | None]:
+    """A ReAct text after its last episode header line (examples come before), and the header's text."""
+    last = None
+    for last in HEADER_LINE.finditer(text):
+        pass
+    if last is None:
+        return text, None
+    e = text.find("\n", last.end())
+    e = len(text) if e < 0 else e
+    return text[e:], text[last.end():e].strip() or None
+
+
+def _text_reading(path: str, text: str, opts: _Opts) -> Reading:
+    r = Reading(f"text at {path}", path, text=text)
+    body = text
+    if _ASSISTANT.search(text):
+        prompt, body = split_response(text)
+        r.question = parse_question(prompt)
+    elif "ction" in text and _REACT_ACTION_LINE.search(text):
+        body, r.question = _react_text(text)
+    asm = _Assembler(opts.search_tools)
+    scan_text(body, asm, query_tags=opts.query_tags, grammar_names=opts.names)
+    ep, r.pending = asm.build(r.stats)
+    r.queries, r.evidence, r.titles, r.turns = ep.queries, ep.evidence, ep.titles, ep.turns
+    r.n_obs, r.malformed, r.answer = asm.n_obs, ep.malformed, asm.answer
+    r.rejected, r.other = r.stats.rejected, r.stats.other_calls
+    return r
+
+
+def _has_calls(s: str, opts: _Opts) -> bool:
+    if len(s) < 20:
+        return False
+    if any(o in s for o, _ in opts.query_tags) or TOOL_CALL[0] in s:
+        return True
+    return "ction" in s and _REACT_ACTION_LINE.search(s) is not None
+
+
+def _last_key(path: str) -> str:
+    tail = path.rsplit(".", 1)[-1]
+    return tail.split("[", 1)[0].strip('"').lower()
+
+
+def readings(obj: Any, opts: _Opts) -> tuple[list[Reading], list[tuple[str, str]]]:
+    """The competing readings of a record, and its string leaves (path, text) for rewards in text."""
+    found: list[K.Found] = []
+    texts: list[Reading] = []
+    leaves: list[tuple[str, str]] = []
+    for path, node, call in K.walk(obj, opts.search_tools):
+        if call is not None:
+            found.append(call)
+        elif isinstance(node, str) and len(node) >= 20:
+            leaves.append((path, node))
+            if _last_key(path) not in _PROMPT_KEYS and _has_calls(node, opts):
+                texts.append(_text_reading(path, node, opts))
+    out = ([_structured(found)] if found else []) + texts
+    return out, leaves
+
+
+def best(rs: list[Reading]) -> Reading | None:
+    """The reading with the most executed (or, in a run without outputs, issued) queries; structure wins ties."""
+    if not rs:
+        return None
+    return max(enumerate(rs), key=lambda x: (x[1].score(), -x[0]))[1]
+
+
+def _question(obj: dict, fs: dict[str, tuple[str, Any]], chosen: Reading | None) -> tuple[str | None, str | None]:
+    if "question" in fs:
+        path, q = fs["question"]
+        if len(q) > 300 or "\n" in q:
+            q = parse_question(q) or (q if len(q) <= 300 else None)
+        if q:
+            return path, q
+    k, msgs = find_turns(obj)
+    if isinstance(msgs, list):
+        q = _chat_question(msgs)
+        if q:
+            return f"{F.key_expr(k)}[?role=='user'] | [0].content", q
+    if chosen is not None and chosen.question:
+        return f"{chosen.expr} (header line)", chosen.question
+    return None, None
+
+
+def _outcome(fs: dict[str, tuple[str, Any]], chosen: Reading | None, leaves: list[tuple[str, str]],
+             threshold: float) -> tuple[float | None, bool | None, str | None]:
+    """(reward, success, where) from a reward field, a success field, a reward in text, or EM."""
+    if "reward" in fs:
+        r = fs["reward"][1]
+        return r, r >= threshold, fs["reward"][0]
+    if "success" in fs:
+        s = fs["success"][1]
+        return s, s >= threshold, fs["success"][0]
+    texts = ([(chosen.expr, chosen.text)] if chosen is not None and chosen.text else []) + leaves[::-1]
+    for path, t in texts:
+        r = reward_in_text(t)
+        if r is not None:
+            return r, r >= threshold, f"{path} (text)"
+    pred = fs["prediction"][1] if "prediction" in fs else (chosen.answer if chosen is not None else None)
+    if "gold" in fs and pred:
+        r = em_success(fs["gold"][1], pred)
+        if r is not None:
+            return r, r >= 1.0, f"exact match of {fs.get('prediction', ('the answer',))[0]} against {fs['gold'][0]}"
+    return None, None, None
+
+
+def parse_tree(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+               default_step: int | None) -> _Parsed:
+    """One record read by the generic reader (a ``_PARSERS`` entry)."""
+    rs, leaves = readings(obj, opts)
+    chosen = best(rs)
+    fs = F.record_fields(obj)
+    qpath, question = _question(obj, fs, chosen)
+    reward, success, rpath = _outcome(fs, chosen, leaves, opts.success_threshold)
+    _, qid = _lookup(obj, QUESTION_ID_KEYS)
+    step = fs["step"][1] if "step" in fs else default_step
+    eid = fs["episode_id"][1] if "episode_id" in fs else f"{path.name}:{lineno}"
+    ep = Episode(queries=[], step=step, question=sys.intern(question) if question else None,
+                 question_id=F.as_id(qid) or question, reward=reward, success=success, episode_id=eid,
+                 source_line=lineno)
+    pending, n_obs = [], 0
+    if chosen is not None:
+        ep.queries, ep.evidence, ep.titles, ep.turns = chosen.queries, chosen.evidence, chosen.titles, chosen.turns
+        ep.malformed, ep.answer = chosen.malformed, chosen.answer
+        pending, n_obs = chosen.pending, chosen.n_obs
+        _merge(stats, chosen)
+    if ep.answer is None and "prediction" in fs:
+        ep.answer = fs["prediction"][1]
+    if opts.explain is not None and len(opts.explain) < opts.explain_limit:
+        opts.explain.append(_explain(f"{path.name}, record {lineno}", fs, qpath, question, rpath, rs, chosen))
+    return ep, pending, n_obs
+
+
+def _merge(stats: ReadStats, r: Reading) -> None:
+    s = r.stats
+    stats.grammars.update(s.grammars)
+    stats.reemitted += s.reemitted
+    stats.unexecuted += s.unexecuted
+    stats.other_calls += r.other
+    stats.rejected += r.rejected
+
+
+def _explain(where: str, fs: dict[str, tuple[str, Any]], qpath: str | None, question: str | None,
+             rpath: str | None, rs: list[Reading], chosen: Reading | None) -> Explanation:
+    ex = Explanation(where)
+    if chosen is not None and chosen.expr:
+        ex.found["queries"] = (chosen.expr, chosen.queries[:3] or [q for q, _, _ in chosen.pending[:3]])
+    if qpath:
+        ex.found["question"] = (qpath, question)
+    if rpath:
+        ex.found["reward"] = (rpath, None)
+    for k in ("step", "episode_id", "gold", "prediction"):
+        if k in fs:
+            ex.found[k] = fs[k]
+    for r in rs:
+        if r is chosen:
+            verdict = "kept"
+        else:
+            verdict = f"lost: {r.score()} queries against {chosen.score() if chosen else 0}"
+        extra = f" ({r.rejected} refused by the tool)" if r.rejected else ""
+        ex.readings.append((r.name, r.expr, r.score(), verdict + extra))
+    ex.missing = [k for k in ("queries", "question", "reward") if k not in ex.found]
+    return ex
