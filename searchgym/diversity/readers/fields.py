@@ -21,8 +21,8 @@ from searchgym.diversity.readers.records import (
 TREE_QUESTION_KEYS = QUESTION_KEYS + ("claim", "input_question", "task", "instruction", "prompt", "input")
 SUCCESS_KEYS = ("success", "is_success", "solved", "passed")
 GOLD_KEYS = ("expected", "expected_answer", "expected_answers", "gold", "gold_answer", "gold_answers",
-             "golden_answers", "golden_answer", "ground_truth", "groundtruth", "answers", "target", "reference",
-             "label", "answer")
+             "golden_answers", "golden_answer", "ground_truth", "groundtruth", "answers", "reference_answer")
+# (not "answer": in many dumps it is the agent's own answer, and EM against itself would always succeed)
 PRED_KEYS = ANSWER_KEYS + ("predicted", "predicted_answers", "model_prediction", "output_answer")
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_FIELD_DEPTH = 3

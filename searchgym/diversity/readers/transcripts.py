@@ -17,12 +17,14 @@ from searchgym.diversity.readers.assembly import (
     _Call,
     _sidecar,
 )
+from searchgym.diversity.readers.fields import record_fields
 from searchgym.diversity.readers.grammars import (
     _answer_of,
     _function_call,
     _tool_call_queries,
     scan_text,
 )
+from searchgym.diversity.readers.outcomes import em_success, reward_in_text
 from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
@@ -132,6 +134,8 @@ def _question(obj: dict, question_field: str | None, fallback: str | None) -> st
     _, v = _lookup(obj, QUESTION_KEYS)
     if v is None:
         v = _get(obj, "extra_info.question")
+    if isinstance(v, list) and len(v) == 1:  # "question": ["…"]
+        v = v[0]
     if isinstance(v, str) and v.strip():
         if len(v) > 300 and ("Question:" in v or "question:" in v):
             return parse_question(v)
@@ -230,10 +234,29 @@ def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: s
         ep.question_id = question
     if ep.answer is None and answer_field:
         ep.answer = answer_field
+    if ep.reward is None and success is None:
+        ep.reward, success = _stated_outcome(obj, text, ep.answer, opts.success_threshold)
     if success is None and ep.reward is not None:
         success = ep.reward >= opts.success_threshold
     ep.success = success
     return ep, pending, n_obs
+
+
+def _stated_outcome(obj: dict | None, text: str | None, answer: str | None,
+                    threshold: float) -> tuple[float | None, bool | None]:
+    """A reward the text states ("Episode finished, reward = 1"), else exact match of a prediction against
+    gold answer fields; (None, None) where the record states neither (never a 0 for "unknown")."""
+    r = reward_in_text(text) if text else None
+    if r is not None:
+        return r, r >= threshold
+    if obj is None:
+        return None, None
+    fs = record_fields(obj)
+    pred = fs["prediction"][1] if "prediction" in fs else answer
+    if "gold" not in fs or not pred:
+        return None, None
+    r = em_success(fs["gold"][1], pred)
+    return r, (None if r is None else r >= 1.0)
 
 
 _CALL_HEADS = ("<search>", "<tool_call>", "<|begin_of_query|>", "<|begin_search_query|>", "\nAction")
