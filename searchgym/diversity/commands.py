@@ -177,6 +177,8 @@ def _read_line(run: Any) -> str:
         parts.append(f"evidence beside the text in {st.sidecar} episodes")
     if st.unexecuted:
         parts.append(f"{st.unexecuted} calls never executed (not counted)")
+    if getattr(st, "rejected", 0):
+        parts.append(f"{st.rejected} calls refused by the tool (not counted)")
     if st.other_calls:
         parts.append(f"{st.other_calls} other tool calls")
     if st.skipped_lines:

@@ -190,6 +190,9 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
     if stats.unexecuted:
         stats.notes.append(f"{stats.unexecuted} well-formed calls were never executed (no observation followed: "
                            "after the response ended or past the turn limit) and are not counted as queries")
+    if stats.rejected:
+        stats.notes.append(f"{stats.rejected} calls were refused by the tool (an 'Invalid action!', 'Invalid request "
+                           "format' or 'not found' reply) and are not counted as queries")
     if not episodes:
         why = f" ({stats.skipped_lines} malformed lines skipped)" if stats.skipped_lines else ""
         raise TrajectoryFormatError(f"{p} holds no episodes{why}")

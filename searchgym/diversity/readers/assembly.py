@@ -123,7 +123,7 @@ class _Assembler:
             ran = {id(c) for c in run}
             stats.unexecuted += sum(len(c.queries) for c in good if id(c) not in ran)
             for c, blk in zip(run, blocks):
-                if blk and all(is_refusal(b) for b in blk):
+                if blk and is_refusal(blk[0]):
                     stats.rejected += len(c.queries)  # the tool refused it: not a search that ran
                     continue
                 per_q: list[list[str]]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from searchgym.diversity.readers.assembly import _doc_text
+from searchgym.diversity.readers.assembly import _doc_text, doc_titles
 from searchgym.diversity.readers.fields import join
 from searchgym.diversity.readers.outcomes import is_refusal
 from searchgym.diversity.readers.records import _SEARCH_ARG_KEYS, tool_key
@@ -25,7 +25,7 @@ ARG_KEYS = ("arguments", "args", "parameters", "params", "input", "action_input"
 OUT_KEYS = ("output", "observation", "result", "results", "retrieved_documents", "retrieved_docs", "documents",
             "docs", "search_results", "retrieved", "evidence", "passages", "contexts", "tool_output", "response",
             "content")
-_ID_KEYS = ("call_id", "tool_call_id", "id")
+_ACTION_KEYS = ("tool_name", "tool", "action", "action_type", "tool_type", "function")
 MAX_DEPTH = 64
 
 
@@ -119,7 +119,7 @@ def _is_refused(out: Any) -> bool:
 def _evidence(out: Any) -> tuple[list[str], list[str]]:
     """(texts, titles) of an output: a string, a document, or a list of documents."""
     if isinstance(out, str):
-        return ([out.strip()] if out.strip() else []), []
+        return ([out.strip()] if out.strip() else []), doc_titles(out)
     docs = out if isinstance(out, list) else [out]
     pairs = [_doc_text(d) for d in docs]
     return [t for t, _ in pairs if t], [ti for _, ti in pairs if ti]
@@ -148,11 +148,13 @@ def call_at(node: dict, path: str, nxt: Any, search_tools: frozenset[str]) -> Fo
     if nk is None or _is_output_item(node) and not searchy(name, search_tools):
         return None
     is_search = searchy(name, search_tools)
-    if not is_search and not any(k in node for k in ARG_KEYS):
+    if not is_search and nk.split(".")[0] not in _ACTION_KEYS and not any(k in node for k in ARG_KEYS):
         return None  # a name beside a "query" key ({"name": "Ada", "query": …}) is no tool call
     q = _query_field(node, nk.split(".")[0])
+    if q is None and not is_search:
+        return Found(path, name, nk, "", [], other=True)  # browse, open_url, fetch…: a tool call, not a search
     if q is None:
-        if not is_search or not any(k in node for k in ARG_KEYS):
+        if not any(k in node for k in ARG_KEYS):
             return None
         q = (next(k for k in ARG_KEYS if k in node), None)  # a search with arguments that hold no query
     used = {nk.split(".")[0], q[0].split(".")[0]}
