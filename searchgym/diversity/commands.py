@@ -59,6 +59,16 @@ def analyze_command(
         "--search-tools", help="Comma-separated ReAct / function tool names that are searches (added to the "
                                "defaults: search, bingsearch, websearch, googlesearch, search_engine, "
                                "retrieve, wikipedia, …).")] = None,
+    field_map: Annotated[list[str] | None, typer.Option(
+        "--map", help="FIELD=EXPR (repeatable): where a field is, in JMESPath; fields: queries, question, reward, "
+                      "success, step, evidence, answer, episode_id, episode. E.g. --map "
+                      "'queries=trajectory.steps[?action==`search`].query'. Unmapped fields are found by name.")] = None,
+    map_file: Annotated[Path | None, typer.Option(
+        "--map-file", help="A JSON (or YAML: .yaml/.yml) object of FIELD: EXPR, the same as --map.")] = None,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="Print where each field of the first records was found (as --map expressions), which "
+                          "readings were considered and what is missing; for a file nothing is found in, its keys "
+                          "and a suggested --map. Writes no report.")] = False,
 ) -> None:
     """Analyse the query strategies of one or more runs and write a report (markdown, HTML, PNG, summary.json)."""
     from rich.console import Console
@@ -70,12 +80,16 @@ def analyze_command(
         console = Console(width=200)
     err = Console(stderr=True)
     failed: list[tuple[Path, str]] = []
+    if explain:
+        _explain(runs, query_tags, search_tools, console, err)
+        return
     try:
+        fm = _field_map(field_map, map_file)
         summary, read = _analyze(runs, out, fmt=fmt, query_tags=query_tags, labels=label or [], lenient=lenient,
                                  text_field=text_field, step_field=step_field, question_field=question_field,
                                  reward_field=reward_field, levels=levels, semantic=semantic, titles=titles,
                                  success_threshold=success_threshold, n_boot=n_boot, seed=seed, plots=not no_plots,
-                                 strict=strict, failed=failed, search_tools=search_tools)
+                                 strict=strict, failed=failed, search_tools=search_tools, field_map=fm)
     except (SearchGymError, OSError) as exc:
         err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         for path, why in failed:
@@ -99,6 +113,33 @@ def analyze_command(
         raise typer.Exit(code=1)
 
 
+def _field_map(items: list[str] | None, map_file: Path | None) -> dict[str, str] | None:
+    """The --map / --map-file expressions (checked here: a bad one is an error before any file is read)."""
+    if not items and map_file is None:
+        return None
+    from searchgym.diversity.readers import fieldmap
+
+    fieldmap.parse(items, map_file)
+    raw = dict(fieldmap._load_file(map_file)) if map_file is not None else {}
+    raw.update(dict(i.partition("=")[::2] for i in items or ()))
+    return {k.strip(): v.strip() for k, v in raw.items()}
+
+
+def _explain(runs: list[Path], query_tags: Any, search_tools: str | None, console: Any, err: Any) -> None:
+    from searchgym.diversity.readers.explain import explain
+    from searchgym.errors import SearchGymError
+
+    tools = tuple(t.strip() for t in (search_tools or "").split(",") if t.strip())
+    tags = query_tags if query_tags and all(t is not None for t in query_tags) else None
+    for p in runs:
+        try:
+            text = explain(p, query_tags=tags, search_tools=tools)
+        except (SearchGymError, OSError) as exc:
+            err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(code=2) from None
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+
 def error_line(exc: BaseException) -> str:
     """One line for an error: an OSError as its reason and file, never a bare ``[Errno N]``."""
     if isinstance(exc, OSError) and exc.strerror:
@@ -112,7 +153,8 @@ def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels:
              reward_field: str | None, levels: str, semantic: bool, titles: Path | None,
              success_threshold: float, n_boot: int, seed: int, plots: bool, strict: bool = True,
              failed: list[tuple[Path, str]] | None = None,
-             search_tools: str | None = None) -> tuple[dict[str, Any], list[Any]]:
+             search_tools: str | None = None,
+             field_map: dict[str, str] | None = None) -> tuple[dict[str, Any], list[Any]]:
     from searchgym.diversity import report
     from searchgym.diversity.readers import read_run
     from searchgym.errors import ConfigError, SearchGymError
@@ -137,7 +179,7 @@ def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels:
             runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
                                  label=labels[i] if labels else None, text_field=text_field, step_field=step_field,
                                  question_field=question_field, reward_field=reward_field,
-                                 success_threshold=success_threshold, search_tools=tools))
+                                 success_threshold=success_threshold, search_tools=tools, field_map=field_map))
         except (SearchGymError, OSError) as exc:
             if strict:
                 raise

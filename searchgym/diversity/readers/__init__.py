@@ -53,6 +53,7 @@ from typing import Any
 
 from searchgym.diversity.gcpause import with_gc_paused
 from searchgym.diversity.readers import containers as C
+from searchgym.diversity.readers import fieldmap
 from searchgym.diversity.readers.assembly import (
     _adopt_pending,
     doc_titles,
@@ -76,6 +77,7 @@ from searchgym.diversity.readers.grammars import (
     scan_text,
     search_spans,
 )
+from searchgym.diversity.readers.mapped import parse_mapped, parsed_records
 from searchgym.diversity.readers.records import (
     ANSWER,
     ANSWER_KEYS,
@@ -129,16 +131,23 @@ def run_name(path: str | os.PathLike[str]) -> str:
 def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any = None, lenient: bool = False,
              label: str | None = None, text_field: str | None = None, step_field: str | None = None,
              question_field: str | None = None, reward_field: str | None = None, name: str | None = None,
-             success_threshold: float = 1.0, search_tools: tuple[str, ...] | list[str] = ()) -> Run:
+             success_threshold: float = 1.0, search_tools: tuple[str, ...] | list[str] = (),
+             field_map: dict[str, str] | None = None, explain: list[Any] | None = None) -> Run:
     """Read one run (file or folder) into a ``Run`` of ``Episode`` records with its ``read_stats``.
 
     ``query_tags``: an extra (OPEN, CLOSE) tag pair (or a list of pairs) of a custom search grammar.
     ``lenient``: skip malformed records (counted in ``read_stats.skipped_lines`` / ``skipped_reasons``)
     instead of raising ``TrajectoryFormatError``. ``search_tools``: ReAct / function tool names that are
-    searches, besides ``DEFAULT_SEARCH_TOOLS``.
+    searches, besides ``DEFAULT_SEARCH_TOOLS``. ``field_map``: FIELD -> JMESPath expression (``--map``; see
+    ``fieldmap``). ``explain``: a list that receives what the generic reader found in the first records.
     """
     search_tools = tuple(search_tools)
-    if fmt not in FORMATS:
+    compiled = fieldmap.compile_map(field_map) if field_map else None
+    if compiled is not None:
+        if fmt not in ("auto", "map"):
+            raise ConfigError(f"--map reads the records itself: leave out --format {fmt}")
+        fmt = "map"
+    elif fmt not in FORMATS:
         raise ConfigError(f"unknown run format {fmt!r}; choose from {', '.join(FORMATS)}")
     p = Path(path)
     if not p.exists():
@@ -155,6 +164,7 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
     for default_step, f in files:
         opts = _Opts(query_tags=tags, text_field=text_field, step_field=step_field, question_field=question_field,
                      reward_field=reward_field, success_threshold=success_threshold, search_tools=search_tools)
+        opts.fieldmap, opts.explain = compiled, explain
         try:
             src = C.load(f)
         except OSError as exc:
@@ -206,13 +216,15 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
 def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,
                   default_step: int | None) -> Iterator[_Parsed]:
     f = src.path
-    parser = _PARSERS.get(fmt) or (parse_tree if fmt == "tree" else None)
+    parser = _PARSERS.get(fmt) or {"tree": parse_tree, "map": parse_mapped}.get(fmt)
     if parser is None:
         raise ConfigError(f"format {fmt!r} cannot read JSON records; choose from {', '.join(RECORD_FORMATS)}")
+    fm = opts.fieldmap
     try:
-        for n, kind, rec in _records(src, stats, lenient, unwrap=not opts.text_field):
+        records = _records(src, stats, lenient, unwrap=not opts.text_field and not (fm and "episode" in fm))
+        for n, kind, rec in (parsed_records(records, fm) if fm else records):
             try:
-                if not isinstance(rec, dict):
+                if not isinstance(rec, dict) and not (fm and isinstance(rec, list)):
                     raise _BadRecord("not a JSON object", f"expected a JSON object, got {type(rec).__name__}")
                 if opts.field is None and fmt in ("react", "search-r1") and _detect_record(rec, opts) is None:
                     _field_for(fmt, rec, opts)

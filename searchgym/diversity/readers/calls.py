@@ -65,12 +65,15 @@ def _name(node: dict) -> tuple[str | None, str | None]:
     return None, None
 
 
+_BROKEN = object()  # a string that opens like JSON and is not: a malformed call, never a query
+
+
 def _decode(v: Any) -> Any:
     if isinstance(v, str) and v.lstrip()[:1] in ("{", "["):
         try:
             return json.loads(v)
         except (ValueError, RecursionError):
-            return v
+            return _BROKEN
     return v
 
 
@@ -87,6 +90,8 @@ def _queries(v: Any) -> list[str] | None:
 def query_of(v: Any) -> tuple[str, list[str] | None] | None:
     """(key path, queries) of an arguments value: a JSON string / object with a query-like key, or a string."""
     v = _decode(v)
+    if v is _BROKEN:
+        return "", None
     if isinstance(v, dict):
         k = next((k for k in _SEARCH_ARG_KEYS if k in v), None)
         return (k, _queries(v[k])) if k is not None else None
@@ -102,8 +107,8 @@ def _query_field(node: dict, name_key: str) -> tuple[str, list[str] | None] | No
     for k in ARG_KEYS:
         if k in node and k != name_key:
             got = query_of(node[k])
-            if got is not None:
-                return (join(k, got[0]) if got[0] else k), got[1]
+            if got is not None:  # a JSON-encoded string is decoded by --map too: its key is the field
+                return (join(k, got[0]) if got[0] and not isinstance(node[k], str) else k), got[1]
     return None
 
 

@@ -199,6 +199,7 @@ class _Opts:
         self.field: str | None = None  # the text field a detected record format reads
         self.explain: list[Any] | None = None  # --explain: what the generic reader found, per record
         self.explain_limit = 3
+        self.fieldmap: dict[str, Any] | None = None  # --map: FIELD -> compiled JMESPath
         names = {o: _grammar_name(o) for o, _ in query_tags}
         self.names = names
 

@@ -12,6 +12,7 @@ What was found where, and why other readings lost, is kept for ``--explain`` (``
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from dataclasses import dataclass, field
@@ -103,24 +104,24 @@ def _structured(found: list[K.Found]) -> Reading:
 
 
 def _calls_expr(found: list[K.Found]) -> str:
-    """A JMESPath expression for the calls' queries: a filter over their list where they share one."""
+    """A JMESPath expression for the calls' queries: a filter on the name over the list that holds them."""
     search = [f for f in found if not f.other]
     if not search:
         return ""
     f0 = search[0]
-    m = re.match(r"^(.*)\[\d+\]$", f0.path)
-    if m is None:
+    idx = list(re.finditer(r"\[\d+\]", f0.path))
+    if not idx:
         return F.join(f0.path, f0.query_key) if f0.path else f0.query_key
-    lst = m.group(1)
-    name_key = f0.name_key
-    cond = f"{name_key}=={_raw(f0.name)}"
-    q = f0.query_key
-    return f"{lst}[?{cond}].{q}" if lst else f"[?{cond}].{q}"
+    last = idx[-1]
+    lst = re.sub(r"\[\d+\]", "[*]", f0.path[:last.start()])  # calls in nested lists: project the outer ones
+    inner = f0.path[last.end():].lstrip(".")
+    pre = f"{inner}." if inner else ""
+    return f"{lst}[?{pre}{f0.name_key}=={_raw(f0.name)}].{pre}{f0.query_key}"
 
 
 def _raw(s: str) -> str:
-    """A JMESPath raw string literal ('search')."""
-    return "'" + s.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    """A JMESPath JSON literal (`"search"`): it survives the shell's single quotes."""
+    return "`" + json.dumps(s).replace("`", "\\`") + "`"
 
 
 def _react_text(text: str) -> tuple[str, str | None]:
@@ -199,7 +200,7 @@ def _question(obj: dict, fs: dict[str, tuple[str, Any]], chosen: Reading | None)
     if isinstance(msgs, list):
         q = _chat_question(msgs)
         if q:
-            return f"{F.key_expr(k)}[?role=='user'] | [0].content", q
+            return f"{F.key_expr(k)}[?role==`\"user\"`] | [0].content", q
     if chosen is not None and chosen.question:
         return f"{chosen.expr} (header line)", chosen.question
     return None, None
@@ -267,7 +268,8 @@ def _explain(where: str, fs: dict[str, tuple[str, Any]], qpath: str | None, ques
              rpath: str | None, rs: list[Reading], chosen: Reading | None) -> Explanation:
     ex = Explanation(where)
     if chosen is not None and chosen.expr:
-        ex.found["queries"] = (chosen.expr, chosen.queries[:3] or [q for q, _, _ in chosen.pending[:3]])
+        expr = chosen.expr if chosen.text is None else f"{chosen.expr} (a text: its calls parsed by the grammars)"
+        ex.found["queries"] = (expr, chosen.queries[:3] or [q for q, _, _ in chosen.pending[:3]])
     if qpath:
         ex.found["question"] = (qpath, question)
     if rpath:
