@@ -160,3 +160,41 @@ def test_question_mi_per_step_needs_two_episodes_per_question_and_has_a_ci():
     tr = trend(_lab(eps), n_boot=50, seed=0, classes=STRATEGIES)
     for p in tr["mi_question"]:
         assert p["value"] > 0.2 and p["ci"][0] <= p["value"] <= p["ci"][1] and p["k"] == 4
+
+
+def _offset_run(first_q: int, n_q: int, copy_share: float, seed: int) -> list[Episode]:
+    rnd = random.Random(seed)
+    out = []
+    for i in range(first_q, first_q + n_q):
+        q, name = _question(i)
+        kinds = ["copy" if rnd.random() < copy_share else rnd.choice(["fragment", "lookup", "relation", "off"])
+                 for _ in range(3)]
+        out.append(Episode(queries=[_query(kd, q, name, rnd) for kd in kinds], step=0, question=q,
+                           question_id=f"q{i}", reward=1.0))
+    return out
+
+
+def test_runs_sharing_few_questions_lead_with_the_full_comparison_at_equal_n():
+    # 200 questions each, 24 shared: the matched comparison keeps 12% of the data; it is given beside the
+    # full one, which leads (its CI is too wide to detect the same-run noise) and names its confound
+    a, b = _offset_run(0, 200, 0.1, seed=11), _offset_run(176, 200, 0.9, seed=12)
+    comps = compare("SFT", "RL", Run("SFT", "a", "x", a), Run("RL", "b", "x", b), _lab(a), _lab(b),
+                    classes=STRATEGIES, n_boot=100, seed=0)
+    ent = next(c for c in comps if c["metric"] == "strategy_entropy")
+    assert ent["matched_questions"] == 0 and ent["n"] == 600
+    assert "on all questions at equal n (different question sets: 24 shared)" in ent["sentence"]
+    assert any(c.startswith("different question sets") for c in ent["confounds"])
+    assert ent["verdict"] == "RL narrower than SFT"
+    side = ent["beside"]
+    assert side["n"] == 72 and side["where"].startswith("on 24 shared questions")
+    assert "beside it, on 24 shared questions" in ent["sentence"]
+    lo, hi = side["ci"]
+    assert (hi - lo) / 2 > ent["noise"] and "too few to detect the same-run noise" in side["where"]
+
+
+def test_runs_sharing_most_questions_keep_the_matched_comparison_alone():
+    a, b = _offset_run(0, 40, 0.3, seed=13), _offset_run(5, 40, 0.3, seed=14)  # 35 of 40 shared
+    comps = compare("A", "B", Run("A", "a", "x", a), Run("B", "b", "x", b), _lab(a), _lab(b),
+                    classes=STRATEGIES, n_boot=50, seed=0)
+    ent = next(c for c in comps if c["metric"] == "strategy_entropy")
+    assert ent["matched_questions"] == 35 and "beside" not in ent

@@ -10,7 +10,9 @@ Between runs: strategy entropy and question-copy rate at equal n, on the shared 
 share >= ``MIN_MATCHED`` of them (said as ``matched_questions``); each difference with a bootstrap CI over
 episodes; the same-run noise level (split-half: the gap between two random halves of each run); and the
 confounds the tool can see (different question sets, different call grammars, evidence of very different
-length, different turn budgets).
+length, different turn budgets). When the shared questions hold under half of either run's episodes, the
+comparison on all questions at equal n is given beside the matched one (``beside``), and leads (its
+question-set confound named) unless the matched CI's half-width is within the same-run noise of all the data.
 
 Bootstrap replicates of a plug-in entropy that resample with replacement sit below the estimate (duplicates
 lower it); the intervals here are re-centred on the estimate (the replicates' spread, not their bias).
@@ -281,60 +283,111 @@ def _top(x: _Eps, code_of: dict[str, int]) -> str:
     return f"{name} {k / sum(c.values()):.2f}"
 
 
+def _sides(lab_a: Any, lab_b: Any, shared: set[str] | None, code_of: dict[str, int]) -> tuple[_Eps, _Eps]:
+    """The episodes of each run: on the ``shared`` questions only, or all of them (``shared`` None)."""
+    def sel(lab: Any) -> list[int]:
+        return [i for i, e in enumerate(lab.episodes) if shared is None or _qkey(e.question) in shared]
+
+    return _episodes(lab_a, sel(lab_a), code_of), _episodes(lab_b, sel(lab_b), code_of)
+
+
+def _measure(ea: _Eps, eb: _Eps, k: int, *, n_boot: int, seed: int) -> dict[str, Any]:
+    """Both metrics' difference and CI at equal n, and the same-run noise, of one selection of episodes."""
+    n = min(len(ea.codes()), len(eb.codes()), N_CAP)
+    out: dict[str, Any] = {"n": int(n), "noise": max(_split_half(ea, n, k, seed=seed),
+                                                     _split_half(eb, n, k, seed=seed + 1)), "ea": ea, "eb": eb}
+    for metric in ("strategy_entropy", "copy_rate"):
+        out[metric] = _boot_diff(ea, eb, n, k, n_boot=n_boot, seed=seed,
+                                 metric="entropy" if metric == "strategy_entropy" else "copy")
+    return out
+
+
+def _resolves_noise(m: dict[str, Any], noise: float) -> bool:
+    """A comparison keeps enough data when its CI half-width is at most the same-run noise of all the data
+    (a subset's own split-half noise grows as it shrinks, so it is no yardstick for itself)."""
+    lo, hi = m["strategy_entropy"][1]
+    return not (math.isnan(lo) or math.isnan(hi) or math.isnan(noise)) and (hi - lo) / 2 <= noise
+
+
+def _verdict_word(metric: str, ci: list[float], name_a: str, name_b: str) -> str:
+    if metric == "strategy_entropy":
+        return _word(ci[0], ci[1], down=f"{name_b} narrower than {name_a}", up=f"{name_b} broader than {name_a}",
+                     none="not different")
+    return _word(ci[0], ci[1], down=f"{name_b} copies the question less than {name_a}",
+                 up=f"{name_b} copies the question more than {name_a}", none="not different")
+
+
+def _beside(metric: str, m: dict[str, Any], where: str, name_a: str, name_b: str) -> dict[str, Any]:
+    d, ci = m[metric]
+    word = _verdict_word(metric, ci, name_a, name_b)
+    return {"where": where, "diff": d, "ci": ci, "verdict": word, "n": m["n"], "noise": m["noise"],
+            "text": f"{where}: {word}, {d:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}], n = {m['n']}"}
+
+
 def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b: Any, *,
             classes: Sequence[str], n_boot: int = 200, seed: int = 0,
             mi: tuple[Any, Any] = (None, None)) -> list[dict[str, Any]]:
-    """The between-runs comparisons of ``b`` against ``a`` (one dict per metric)."""
+    """The between-runs comparisons of ``b`` against ``a`` (one dict per metric).
+
+    On the shared questions when the runs share >= ``MIN_MATCHED``. When that keeps under half of either
+    run's episodes, the comparison on all questions at equal n (its question-set confound named) is given
+    beside it, and leads unless the matched one's CI is narrow enough to detect the same-run noise."""
     qa = {k for k in (_qkey(e.question) for e in lab_a.episodes) if k is not None}
     qb = {k for k in (_qkey(e.question) for e in lab_b.episodes) if k is not None}
     shared = qa & qb
     matched = len(shared) >= MIN_MATCHED
     code_of: dict[str, int] = {c: i for i, c in enumerate(classes)}
-
-    def sel(lab: Any) -> list[int]:
-        return [i for i, e in enumerate(lab.episodes) if not matched or _qkey(e.question) in shared]
-
-    ea, eb = _episodes(lab_a, sel(lab_a), code_of), _episodes(lab_b, sel(lab_b), code_of)
     k = max(len(code_of), 1)
+    ea, eb = _sides(lab_a, lab_b, shared if matched else None, code_of)
     out: list[dict[str, Any]] = []
     if not len(ea) or not len(eb):
         return out
-    n = min(len(ea.codes()), len(eb.codes()), N_CAP)
-    confounds = _confounds(run_a, run_b, lab_a, lab_b, len(shared), qa, qb)
-    noise = max(_split_half(ea, n, k, seed=seed), _split_half(eb, n, k, seed=seed + 1))
+    m = _measure(ea, eb, k, n_boot=n_boot, seed=seed)
     where = f"on {len(shared)} shared questions" if matched else "on all questions (fewer than " \
         f"{MIN_MATCHED} shared)"
-    for metric in ("strategy_entropy", "copy_rate"):
-        d, ci = _boot_diff(ea, eb, n, k, n_boot=n_boot, seed=seed,
-                           metric="entropy" if metric == "strategy_entropy" else "copy")
-        if metric == "strategy_entropy":
-            word = _word(ci[0], ci[1], down=f"{name_b} narrower than {name_a}",
-                         up=f"{name_b} broader than {name_a}", none="not different")
+    lead, other = m, None
+    if matched and (2 * len(ea) < len(lab_a.episodes) or 2 * len(eb) < len(lab_b.episodes)):
+        full = _measure(*_sides(lab_a, lab_b, None, code_of), k, n_boot=n_boot, seed=seed)
+        all_where = f"on all questions at equal n (different question sets: {len(shared)} shared)"
+        if _resolves_noise(m, full["noise"]):
+            other = (full, all_where)
         else:
-            word = _word(ci[0], ci[1], down=f"{name_b} copies the question less than {name_a}",
-                         up=f"{name_b} copies the question more than {name_a}", none="not different")
+            lead, other, where = full, (m, where + " (too few to detect the same-run noise)"), all_where
+    confounds = _confounds(run_a, run_b, lab_a, lab_b, len(shared), qa, qb)
+    n, noise = lead["n"], lead["noise"]
+    n_matched = len(shared) if matched and lead is m else 0
+    for metric in ("strategy_entropy", "copy_rate"):
+        d, ci = lead[metric]
+        word = _verdict_word(metric, ci, name_a, name_b)
         sentence = (f"{metric.replace('_', ' ')} {name_b} vs {name_a}: {word}, difference {d:+.2f} "
                     f"[{ci[0]:+.2f}, {ci[1]:+.2f}] {where}, n = {n}")
         if metric == "strategy_entropy":
-            sentence += f"; same-run noise (split-half) {noise:.2f}; mix: {name_a} {_top(ea, code_of)}, " \
-                        f"{name_b} {_top(eb, code_of)}"
+            sentence += f"; same-run noise (split-half) {noise:.2f}; mix: {name_a} {_top(lead['ea'], code_of)}, " \
+                        f"{name_b} {_top(lead['eb'], code_of)}"
+        row = {"a": name_a, "b": name_b, "matched_questions": n_matched, "metric": metric, "diff": d, "ci": ci,
+               "verdict": word, "confounds": confounds, "noise": noise if metric == "strategy_entropy" else None,
+               "n": int(n)}
+        if other is not None:
+            row["beside"] = _beside(metric, other[0], other[1], name_a, name_b)
+            sentence += f"; beside it, {row['beside']['text']}"
         if confounds:
             sentence += "; confounds: " + "; ".join(confounds)
-        out.append({"a": name_a, "b": name_b, "matched_questions": len(shared) if matched else 0,
-                    "metric": metric, "diff": d, "ci": ci, "verdict": word, "confounds": confounds,
-                    "noise": noise if metric == "strategy_entropy" else None, "n": int(n), "sentence": sentence})
+        row["sentence"] = sentence
+        out.append(row)
+    out.append(_mi_row(name_a, name_b, n_matched, confounds, mi))
+    return out
+
+
+def _mi_row(name_a: str, name_b: str, n_matched: int, confounds: list[str], mi: tuple[Any, Any]) -> dict[str, Any]:
     ma, mb = mi
     if ma is None or mb is None:
         why = "MI(question; strategy) needs >= 2 episodes per question in both runs"
-        out.append({"a": name_a, "b": name_b, "matched_questions": len(shared) if matched else 0,
-                    "metric": "mi_question", "diff": None, "ci": None, "verdict": "not available",
-                    "confounds": confounds, "sentence": f"question MI {name_b} vs {name_a}: not available ({why})"})
-    else:
-        out.append({"a": name_a, "b": name_b, "matched_questions": len(shared) if matched else 0,
-                    "metric": "mi_question", "diff": mb - ma, "ci": None, "verdict": "no CI (point estimates)",
-                    "confounds": confounds,
-                    "sentence": f"question MI {name_b} vs {name_a}: {ma:.2f} → {mb:.2f} nats (no CI)"})
-    return out
+        return {"a": name_a, "b": name_b, "matched_questions": n_matched, "metric": "mi_question", "diff": None,
+                "ci": None, "verdict": "not available", "confounds": confounds,
+                "sentence": f"question MI {name_b} vs {name_a}: not available ({why})"}
+    return {"a": name_a, "b": name_b, "matched_questions": n_matched, "metric": "mi_question", "diff": mb - ma,
+            "ci": None, "verdict": "no CI (point estimates)", "confounds": confounds,
+            "sentence": f"question MI {name_b} vs {name_a}: {ma:.2f} → {mb:.2f} nats (no CI)"}
 
 
 __all__ = ["MIN_MATCHED", "N_CAP", "compare", "trend"]
