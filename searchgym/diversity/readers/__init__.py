@@ -143,46 +143,67 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
     """
     search_tools = tuple(search_tools)
     compiled = fieldmap.compile_map(field_map) if field_map else None
-    if compiled is not None:
-        if fmt not in ("auto", "map"):
-            raise ConfigError(f"--map reads the records itself: leave out --format {fmt}")
-        fmt = "map"
-    elif fmt not in FORMATS:
-        raise ConfigError(f"unknown run format {fmt!r}; choose from {', '.join(FORMATS)}")
+    fmt = _check_format(fmt, compiled, text_field)
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"run {p} does not exist")
     tags = _tags(query_tags)
-    if fmt == "jsonl" and not text_field:
-        raise ConfigError("format 'jsonl' needs --text-field (the field holding the query text)")
-    if text_field and fmt == "auto":
-        fmt = "jsonl"
-    files = _files(p)
     stats = ReadStats(format=fmt)
     parsed: list[_Parsed] = []
     formats: list[str] = []
-    for default_step, f in files:
+    for default_step, f in _files(p):
         opts = _Opts(query_tags=tags, text_field=text_field, step_field=step_field, question_field=question_field,
                      reward_field=reward_field, success_threshold=success_threshold, search_tools=search_tools)
         opts.fieldmap, opts.explain = compiled, explain
-        try:
-            src = C.load(f)
-        except OSError as exc:
-            raise ConfigError(f"cannot read {f}: {exc.strerror or exc}") from None
-        ffmt = fmt if fmt != "auto" else _detect_file(src, opts)
-        formats.append(ffmt)
-        stats.files += 1
-        if ffmt == "train-log":
-            stats.container = "text (log)"
-            parsed.extend(_train_log_records(src, opts, stats, lenient))
-        elif ffmt == "react-log":
-            stats.container = "text"
-            parsed.extend(_react_log_records(src, query_tags=tags, stats=stats, lenient=lenient,
-                                             search_tools=search_tools))
-        else:
-            parsed.extend(_read_records(src, ffmt, opts, stats, lenient, default_step))
-        del src
+        formats.append(_read_file(f, fmt, opts, stats, lenient, default_step, parsed))
     stats.format = formats[0] if len(set(formats)) == 1 else "+".join(sorted(set(formats)))
+    episodes = _settle(parsed, stats)
+    if not episodes:
+        why = f" ({stats.skipped_lines} malformed lines skipped)" if stats.skipped_lines else ""
+        raise TrajectoryFormatError(f"{p} holds no episodes{why}")
+    stats.episodes = len(episodes)
+    stats.queries = sum(len(e.queries) for e in episodes)
+    stats.malformed = sum(e.malformed for e in episodes)
+    nm = label or name or run_name(p)
+    return Run(name=nm, path=str(p), fmt=stats.format, episodes=episodes, label=nm, read_stats=stats)
+
+
+def _check_format(fmt: str, compiled: dict[str, Any] | None, text_field: str | None) -> str:
+    if compiled is not None:
+        if fmt not in ("auto", "map"):
+            raise ConfigError(f"--map reads the records itself: leave out --format {fmt}")
+        return "map"
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown run format {fmt!r}; choose from {', '.join(FORMATS)}")
+    if fmt == "jsonl" and not text_field:
+        raise ConfigError("format 'jsonl' needs --text-field (the field holding the query text)")
+    return "jsonl" if text_field and fmt == "auto" else fmt
+
+
+def _read_file(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool, default_step: int | None,
+               parsed: list[_Parsed]) -> str:
+    """Append the parsed episodes of one file to ``parsed``; return the format it was read in."""
+    try:
+        src = C.load(f)
+    except OSError as exc:
+        raise ConfigError(f"cannot read {f}: {exc.strerror or exc}") from None
+    ffmt = fmt if fmt != "auto" else _detect_file(src, opts)
+    stats.files += 1
+    if ffmt == "train-log":
+        stats.container = "text (log)"
+        parsed.extend(_train_log_records(src, opts, stats, lenient))
+    elif ffmt == "react-log":
+        stats.container = "text"
+        parsed.extend(_react_log_records(src, query_tags=opts.query_tags, stats=stats, lenient=lenient,
+                                         search_tools=tuple(opts.search_tools - DEFAULT_SEARCH_TOOLS)))
+    else:
+        parsed.extend(_read_records(src, ffmt, opts, stats, lenient, default_step))
+    return ffmt
+
+
+def _settle(parsed: list[_Parsed], stats: ReadStats) -> list[Episode]:
+    """The episodes, with calls that no observation answered adopted (a run without any observation) or
+    counted as never executed; the notes that say so."""
     n_obs = sum(n for _, _, n in parsed)
     stats.observations = n_obs
     episodes = []
@@ -203,14 +224,7 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
     if stats.rejected:
         stats.notes.append(f"{stats.rejected} calls were refused by the tool (an 'Invalid action!', 'Invalid request "
                            "format' or 'not found' reply) and are not counted as queries")
-    if not episodes:
-        why = f" ({stats.skipped_lines} malformed lines skipped)" if stats.skipped_lines else ""
-        raise TrajectoryFormatError(f"{p} holds no episodes{why}")
-    stats.episodes = len(episodes)
-    stats.queries = sum(len(e.queries) for e in episodes)
-    stats.malformed = sum(e.malformed for e in episodes)
-    nm = label or name or run_name(p)
-    return Run(name=nm, path=str(p), fmt=stats.format, episodes=episodes, label=nm, read_stats=stats)
+    return episodes
 
 
 def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,

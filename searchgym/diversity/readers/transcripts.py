@@ -411,22 +411,7 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
         role = _role(m)
         if role == "assistant":
             seen_assistant = True
-            scan_text(_content(m), asm, query_tags=opts.query_tags, grammar_names=opts.names)
-            tcs = m.get("tool_calls") or []
-            if not isinstance(tcs, list):
-                raise TrajectoryFormatError("'tool_calls' must be a list")
-            for tc in tcs:
-                fn = tc.get("function", tc) if isinstance(tc, dict) else None
-                if not isinstance(fn, dict):
-                    asm.call(_Call("openai_tools", None))
-                    continue
-                name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
-                lname = name.lower() if isinstance(name, str) else ""
-                if lname in _ANSWER_TOOLS:
-                    asm.finish(_answer_of(lname, args))
-                    break
-                cid = tc.get("id") if isinstance(tc.get("id"), str) else None
-                asm.call(_function_call(name, args, "openai_tools", cid, asm.search_tools))
+            _assistant_turn(m, asm, opts)
             if asm.done:
                 break
         elif role == "function_call":  # ShareGPT/glaive: the call as JSON in its own turn
@@ -434,27 +419,49 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
             c = _tool_call_queries(_content(m), asm.search_tools)
             c.grammar = "function_call"
             asm.call(c)
-        elif role in ("tool", "user"):
-            if role == "user" and not seen_assistant:
-                if question is None:
-                    c = _content(m)
-                    question = parse_question(c) or (c.strip() or None)
-                continue
-            if seen_assistant:
-                cid = m.get("tool_call_id")
-                asm.obs(_content(m), cid if isinstance(cid, str) else None)
+        elif role in ("tool", "user") and seen_assistant:
+            cid = m.get("tool_call_id")
+            asm.obs(_content(m), cid if isinstance(cid, str) else None)
+        elif role == "user" and question is None:
+            c = _content(m)
+            question = parse_question(c) or (c.strip() or None)
     question = _question(_without(obj, MESSAGE_KEYS + ((mkey,) if mkey else ())), opts.question_field, question)
     _, ans = _lookup(obj, ANSWER_KEYS)
     if asm.answer is None and not asm.done:
-        # the last assistant message without calls is the final answer
-        for m in reversed(msgs):
-            if isinstance(m, dict) and _role(m) == "assistant":
-                if not m.get("tool_calls"):
-                    c = _content(m).strip()
-                    asm.answer = c[-500:] if c else None
-                break
+        asm.answer = _last_answer(msgs)
     first_user = next((_content(m) for m in msgs if isinstance(m, dict) and _role(m) in ("user", "system")), None)
     return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=first_user)
+
+
+def _assistant_turn(m: dict, asm: _Assembler, opts: _Opts) -> None:
+    """The calls of an assistant turn: in its text (any grammar) and its OpenAI ``tool_calls``."""
+    scan_text(_content(m), asm, query_tags=opts.query_tags, grammar_names=opts.names)
+    tcs = m.get("tool_calls") or []
+    if not isinstance(tcs, list):
+        raise TrajectoryFormatError("'tool_calls' must be a list")
+    for tc in tcs:
+        fn = tc.get("function", tc) if isinstance(tc, dict) else None
+        if not isinstance(fn, dict):
+            asm.call(_Call("openai_tools", None))
+            continue
+        name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
+        lname = name.lower() if isinstance(name, str) else ""
+        if lname in _ANSWER_TOOLS:
+            asm.finish(_answer_of(lname, args))
+            break
+        cid = tc.get("id") if isinstance(tc.get("id"), str) else None
+        asm.call(_function_call(name, args, "openai_tools", cid, asm.search_tools))
+
+
+def _last_answer(msgs: list) -> str | None:
+    """The last assistant message, when it makes no calls: the final answer (its last 500 characters)."""
+    for m in reversed(msgs):
+        if isinstance(m, dict) and _role(m) == "assistant":
+            if not m.get("tool_calls"):
+                c = _content(m).strip()
+                return c[-500:] if c else None
+            return None
+    return None
 
 
 def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
