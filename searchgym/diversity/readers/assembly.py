@@ -101,25 +101,7 @@ class _Assembler:
                     else:
                         pending.extend((q, ti, c.grammar) for q in c.queries)
                 continue
-            ids = {i for _, i in turn.obs if i is not None}
-            run = [c for c in good if c.call_id in ids] if ids else []
-            if run:  # results matched to their calls by id (OpenAI tool_call_id)
-                by_id = {i: t for t, i in turn.obs if i is not None}
-                blocks = [[by_id[c.call_id]] for c in run]
-            else:
-                if all(c.grammar == "tool_call" for c in good) and len(turn.obs) < len(good):
-                    run = good[:len(turn.obs)]  # verl executes only the first max_parallel_calls
-                else:
-                    run = good
-                texts = [t for t, _ in turn.obs]
-                if len(texts) >= len(run):
-                    blocks = [[t] for t in texts[:len(run)]]
-                    blocks[-1].extend(texts[len(run):])
-                elif len(texts) == 1:
-                    parts = _split_block(texts[0], len(run))
-                    blocks = [[p] for p in parts] if parts else [texts[:] for _ in run]
-                else:
-                    blocks = [[t] for t in texts] + [[] for _ in range(len(run) - len(texts))]
+            run, blocks = _match(turn, good)
             ran = {id(c) for c in run}
             stats.unexecuted += sum(len(c.queries) for c in good if id(c) not in ran)
             for c, blk in zip(run, blocks):
@@ -138,6 +120,30 @@ class _Assembler:
                     ep.titles.append([t for b in ev for t in doc_titles(b)])
                     stats.grammars[c.grammar] += 1
         return ep, pending
+
+
+def _match(turn: _Turn, good: list[_Call]) -> tuple[list[_Call], list[list[str]]]:
+    """The calls of a turn that ran, and the observation texts of each: by call id (OpenAI
+    ``tool_call_id``), else in order (verl runs only the first ``max_parallel_calls``)."""
+    ids = {i for _, i in turn.obs if i is not None}
+    run = [c for c in good if c.call_id in ids] if ids else []
+    if run:
+        by_id = {i: t for t, i in turn.obs if i is not None}
+        return run, [[by_id[c.call_id]] for c in run]
+    if all(c.grammar == "tool_call" for c in good) and len(turn.obs) < len(good):
+        run = good[:len(turn.obs)]
+    else:
+        run = good
+    texts = [t for t, _ in turn.obs]
+    if len(texts) >= len(run):
+        blocks = [[t] for t in texts[:len(run)]]
+        blocks[-1].extend(texts[len(run):])
+    elif len(texts) == 1:
+        parts = _split_block(texts[0], len(run))
+        blocks = [[p] for p in parts] if parts else [texts[:] for _ in run]
+    else:
+        blocks = [[t] for t in texts] + [[] for _ in range(len(run) - len(texts))]
+    return run, blocks
 
 
 def _turn_key(t: _Turn) -> tuple:

@@ -153,17 +153,9 @@ def _records(src: Source, stats: ReadStats, lenient: bool, *,
             yield i, "record", r
         return
     if container == "json-object":
-        try:
-            val = _decode(src.data.lstrip(b"\xef\xbb\xbf"))
-        except _BadRecord:
-            stats.container = "jsonl"  # report it as the JSONL line it most likely is
-        else:
-            recs = _unwrap(val)
-            if recs is None:
-                raise TrajectoryFormatError(f"{path}: a JSON {type(val).__name__} that holds no list of episode "
-                                            "records")
-            for i, r in enumerate(recs):
-                yield i, "record", r
+        recs = _object_records(src, stats)
+        if recs is not None:
+            yield from ((i, "record", r) for i, r in enumerate(recs))
             return
     for lineno, raw in C.jsonl_lines(src):
         try:
@@ -178,6 +170,19 @@ def _records(src: Source, stats: ReadStats, lenient: bool, *,
                     yield i, "record", r
                 continue
         yield lineno, "line", val
+
+
+def _object_records(src: Source, stats: ReadStats) -> list[Any] | None:
+    """The records of a whole-file JSON value; None when it does not decode (read as JSONL lines then)."""
+    try:
+        val = _decode(src.data.lstrip(b"\xef\xbb\xbf"))
+    except _BadRecord:
+        stats.container = "jsonl"  # report it as the JSONL line it most likely is
+        return None
+    recs = _unwrap(val)
+    if recs is None:
+        raise TrajectoryFormatError(f"{src.path}: a JSON {type(val).__name__} that holds no list of episode records")
+    return recs
 
 
 _NotJSON = C.NotJSON

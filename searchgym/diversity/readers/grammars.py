@@ -146,86 +146,107 @@ def scan_text(text: str, asm: _Assembler, *, query_tags: tuple[tuple[str, str], 
         return
     lit_pat, full_pat, kinds = _scanner(query_tags)
     pat = full_pat if any(h in text for h in _REACT_HINTS) else lit_pat
-    toks = [(m.start(), m.end(), m.group(), m.lastgroup) for m in pat.finditer(text)]
-    nl = _Next(text, "\n")
-    rb = _Next(text, "]")
-    n = len(toks)
+    sc = _Scan(text, [(m.start(), m.end(), m.group(), m.lastgroup) for m in pat.finditer(text)], asm, kinds,
+               grammar_names or {})
+    toks, n = sc.toks, len(sc.toks)
     i = 0
-    react_obs_start = -1
-    names = grammar_names or {}
-    next_tok: dict[str, int] = {}
-
-    def end_react_obs(at: int) -> None:
-        nonlocal react_obs_start
-        if react_obs_start >= 0:
-            asm.obs(text[react_obs_start:at].strip())
-            react_obs_start = -1
-
     while i < n and not asm.done:
         s, e, lit, grp = toks[i]
         if grp is not None:  # ReAct keyword
-            end_react_obs(s)
+            sc.end_react_obs(s)
             if grp == "obs":
-                react_obs_start = e
+                sc.react_obs_start = e
             elif grp == "act":
-                i = _react_action(text, e, toks, i, asm, nl, rb)
+                i = _react_action(text, e, toks, i, asm, sc.nl, sc.rb)
                 continue
             i += 1
             continue
         kind, close = kinds[lit]
         if kind in ("qopen", "topen", "aopen"):
-            # the content runs to the very next marker, which must be this tag's close
-            if i + 1 < n and toks[i + 1][2] == close:
-                body = text[e:toks[i + 1][0]]
-                end_react_obs(s)
-                if kind == "qopen":
-                    q = body.strip()
-                    asm.call(_Call(names.get(lit, lit), [q] if q else None))
-                elif kind == "topen":
-                    asm.call(_tool_call_queries(body, asm.search_tools))
-                else:
-                    asm.finish(body.strip())
-                i += 2
-                continue
-            if kind == "aopen":
-                i += 1
-                continue
-            end_react_obs(s)
-            asm.call(_Call(names.get(lit, "tool_call" if kind == "topen" else lit), None))  # unclosed
+            i = sc.tag(i, kind, close)
+        elif kind == "oopen":
+            i = sc.observation(i, close)
+        elif kind == "eos" and sc.ends_response(s, e):
+            break
+        else:
             i += 1
-            continue
-        if kind == "oopen":
-            end_react_obs(s)
-            # index of the next token that is this close tag; cached per tag, moves only forward
-            j = next_tok.get(close, i + 1)
-            if 0 <= j <= i:
-                j = i + 1
-            if j >= 0:
-                while j < n and toks[j][2] != close:
-                    j += 1
-                next_tok[close] = j if j < n else -1
-            if 0 <= j < n:
-                asm.obs(text[e:toks[j][0]])
-                i = j + 1
-                continue
-            # unclosed (truncated) observation: up to the next call or observation marker
+    if sc.react_obs_start >= 0 and not asm.done:
+        asm.obs(text[sc.react_obs_start:].strip())
+
+
+class _Scan:
+    """The state of one ``scan_text`` pass: its tokens, the open ReAct observation, forward-only caches."""
+
+    __slots__ = ("asm", "kinds", "names", "next_tok", "nl", "rb", "react_obs_start", "text", "toks")
+
+    def __init__(self, text: str, toks: list, asm: _Assembler, kinds: dict[str, tuple[str, Any]],
+                 names: dict[str, str]) -> None:
+        self.text, self.toks, self.asm, self.kinds, self.names = text, toks, asm, kinds, names
+        self.nl, self.rb = _Next(text, "\n"), _Next(text, "]")
+        self.react_obs_start = -1
+        self.next_tok: dict[str, int] = {}
+
+    def end_react_obs(self, at: int) -> None:
+        if self.react_obs_start >= 0:
+            self.asm.obs(self.text[self.react_obs_start:at].strip())
+            self.react_obs_start = -1
+
+    def tag(self, i: int, kind: str, close: str) -> int:
+        """A query / tool-call / answer tag at token ``i``: its content runs to the very next marker, which
+        must be its close; return the next token to read."""
+        toks, asm = self.toks, self.asm
+        s, e, lit, _ = toks[i]
+        if i + 1 < len(toks) and toks[i + 1][2] == close:
+            body = self.text[e:toks[i + 1][0]]
+            self.end_react_obs(s)
+            if kind == "qopen":
+                q = body.strip()
+                asm.call(_Call(self.names.get(lit, lit), [q] if q else None))
+            elif kind == "topen":
+                asm.call(_tool_call_queries(body, asm.search_tools))
+            else:
+                asm.finish(body.strip())
+            return i + 2
+        if kind != "aopen":
+            self.end_react_obs(s)
+            asm.call(_Call(self.names.get(lit, "tool_call" if kind == "topen" else lit), None))  # unclosed
+        return i + 1
+
+    def observation(self, i: int, close: str) -> int:
+        """An observation block opened at token ``i``; return the next token to read."""
+        toks, n = self.toks, len(self.toks)
+        self.end_react_obs(toks[i][0])
+        e = toks[i][1]
+        # index of the next token that is this close tag; cached per tag, moves only forward
+        j = self.next_tok.get(close, i + 1)
+        if 0 <= j <= i:
             j = i + 1
-            while j < n and toks[j][3] is None and kinds[toks[j][2]][0] not in ("qopen", "topen", "oopen"):
+        if j >= 0:
+            while j < n and toks[j][2] != close:
                 j += 1
-            asm.obs(text[e:toks[j][0] if j < n else len(text)])
-            i = j
-            continue
-        if kind == "eos":
-            k = e
-            while k < len(text) and text[k] in " \t\r\n":
-                k += 1
-            if not text.startswith(TURN_STARTS, k) and k < len(text) and not _is_obs_open(text, k):
-                end_react_obs(s)
-                asm.done = True  # the response ended here; anything later was never generated for real
-                break
-        i += 1
-    if react_obs_start >= 0 and not asm.done:
-        asm.obs(text[react_obs_start:].strip())
+            self.next_tok[close] = j if j < n else -1
+        if 0 <= j < n:
+            self.asm.obs(self.text[e:toks[j][0]])
+            return j + 1
+        # unclosed (truncated) observation: up to the next call or observation marker
+        j = i + 1
+        kinds = self.kinds
+        while j < n and toks[j][3] is None and kinds[toks[j][2]][0] not in ("qopen", "topen", "oopen"):
+            j += 1
+        self.asm.obs(self.text[e:toks[j][0] if j < n else len(self.text)])
+        return j
+
+    def ends_response(self, s: int, e: int) -> bool:
+        """An end-of-sequence token not followed by a new turn or an observation: the response ended."""
+        text = self.text
+        k = e
+        while k < len(text) and text[k] in " \t\r\n":
+            k += 1
+        if not text.startswith(TURN_STARTS, k) and k < len(text) and not _is_obs_open(text, k):
+            self.end_react_obs(s)
+            self.asm.done = True  # anything later was never generated for real
+            return True
+        return False
 
 
 def _is_obs_open(text: str, k: int) -> bool:
@@ -268,7 +289,12 @@ def _react_action(text: str, e: int, toks: list, i: int, asm: _Assembler, nl: _N
         while nxt < len(toks) and toks[nxt][0] < last:
             nxt += 1
         return nxt
-    # LangChain style: "Action: search" then "Action Input: q"
+    _action_input(text, verb, k, line_end, asm, nl)
+    return nxt
+
+
+def _action_input(text: str, verb: str, k: int, line_end: int, asm: _Assembler, nl: _Next) -> None:
+    """LangChain style: "Action: search" then "Action Input: q" on the next line."""
     rest = text[k:line_end].strip()
     searchy = tool_key(verb) in asm.search_tools
     if searchy and verb != "search":
@@ -282,11 +308,10 @@ def _react_action(text: str, e: int, toks: list, i: int, asm: _Assembler, nl: _N
                 asm.finish(arg)
             else:
                 asm.call(_Call("react", [arg.strip('"')] if arg else None))
-            return nxt
+            return
         asm.call(_Call("react", None))
     elif verb == "search":
         asm.call(_Call("react", None))  # "Action: search Colorado": no brackets
-    return nxt
 
 
 def search_spans(text: str) -> list[str]:
