@@ -23,9 +23,13 @@ _REFUSAL = re.compile(
     re.IGNORECASE)
 
 
+_FIRST = frozenset("ietunsrIETUNSR")  # the first letters a refusal can open with (most results: "Doc 1 …")
+
+
 def is_refusal(observation: str) -> bool:
     """True when an observation is the tool refusing the call (the call was not a search that ran)."""
-    return bool(observation) and _REFUSAL.match(observation[:300]) is not None
+    head = observation[:300].lstrip(" \t\r\n\"'[(")
+    return bool(head) and head[0] in _FIRST and _REFUSAL.match(head) is not None
 
 
 # Rewards a log writes in its text: "Episode finished, reward = 1", "Your score (min 0.0, max 1.0): 1.0",
