@@ -109,12 +109,14 @@ def key_tree(obj: Any, path: str = "", depth: int = 0, out: list[str] | None = N
     return out
 
 
-def _candidates(obj: Any, path: str = "", found: list | None = None) -> list[tuple[int, str, str]]:
+def _candidates(obj: Any, path: str = "", found: list | None = None, depth: int = 0) -> list[tuple[int, str, str]]:
     """(score, list path, key) of string fields of the objects in lists: where queries usually are."""
     found = [] if found is None else found
+    if depth > 12:
+        return found
     if isinstance(obj, dict):
         for k, v in obj.items():
-            _candidates(v, F.join(path, k), found)
+            _candidates(v, F.join(path, k), found, depth + 1)
     elif isinstance(obj, list):
         dicts = [x for x in obj if isinstance(x, dict)]
         keys = {k for d in dicts for k, v in d.items() if isinstance(v, str)}
@@ -127,7 +129,7 @@ def _candidates(obj: Any, path: str = "", found: list | None = None) -> list[tup
             hint = 100 if any(h == low or h in low.split("_") for h in _QUERY_HINTS) else 0
             found.append((hint + len(vals) - int(avg > 120) * 50, path, str(k)))
         for d in dicts[:1]:
-            _candidates(d, f"{path}[*]" if path else "[*]", found)
+            _candidates(d, f"{path}[*]" if path else "[*]", found, depth + 1)
     return found
 
 

@@ -29,7 +29,7 @@ def episodes_of(rec: Any, fieldmap: dict[str, Any]) -> list[Any]:
     return got if isinstance(got, list) else [got]
 
 
-def _flat_queries(v: Any) -> tuple[list[str], int]:
+def _flat_queries(v: Any, depth: int = 0) -> tuple[list[str], int]:
     """(queries, malformed) of a mapped value: strings, lists, objects / JSON strings with a query-like key."""
     if v is None:
         return [], 0
@@ -38,7 +38,7 @@ def _flat_queries(v: Any) -> tuple[list[str], int]:
     bad = 0
     for it in items:
         if isinstance(it, list):
-            qs, b = _flat_queries(it)
+            qs, b = _flat_queries(it, depth + 1) if depth < 16 else ([], 1)
             out.extend(qs)
             bad += b
             continue
