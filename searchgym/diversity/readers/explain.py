@@ -34,7 +34,8 @@ def explain(path: str | Path, *, records: int = 3, query_tags: Any = None,
                  reward_field=None, success_threshold=1.0, search_tools=search_tools)
     try:
         fmt = _detect_file(src, opts)
-        head = f"{f}: format {fmt}" + (" (the generic reader: no named format matched)" if fmt == "tree" else "")
+        head = f"{f}: format {fmt}" + (" (the generic reader: no named format matched)" if fmt == "tree" else
+                                       " (a named format reads it; below, the generic reader's view of it)")
     except TrajectoryFormatError:
         fmt, head = None, f"{f}: no named format matched and no search call was found by structure"
     out = [head]
