@@ -18,6 +18,10 @@ Record formats (``fmt``; ``auto`` detects them, ``--format NAME`` forces one):
                number is the episode's ``step`` and ``series``.
 ``jsonl``      any JSON records with a user-named ``text_field`` (a list = queries; a string is scanned for
                the grammars below; a single line without any call is one query).
+``tree``       the generic reader (``tree``), where no format above matches: search calls found by structure
+               anywhere in a record (a search-like tool / action name beside its query, JSON-encoded
+               ``arguments`` too) and in any string leaf by the grammars below; competing readings scored.
+``map``        ``field_map`` (``--map FIELD=EXPR``, JMESPath; ``fieldmap``): every mapped field from its expression.
 
 Containers: JSONL, one JSON array of records, one JSON object (or an object holding the list of records under
 some key), or plain text (``react-log``). A folder is read file by file.
@@ -35,6 +39,8 @@ What counts as a query: a well-formed call in assistant output before the final 
 turn was answered by an observation. Calls of a last turn that no observation follows were never executed
 (e.g. a looping response cut at the length limit); they are counted in ``read_stats.unexecuted`` - unless the
 whole run holds no observation at all (a file of model outputs only), where every call is taken as issued.
+A call whose observation is the tool's refusal (``Invalid action!``, ``Invalid request format``, ``Error: Tool
+… not found``; ``outcomes``) did not run: it is counted in ``read_stats.rejected``, never as a query.
 A Hermes tool call turn with fewer responses than calls executed only the first ones (verl's
 ``max_parallel_calls``). An unparseable call counts in ``Episode.malformed``, never as a query.
 
