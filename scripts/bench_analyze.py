@@ -16,9 +16,9 @@ quadratic readers before this one took minutes on.
     mkdir -p /tmp/ref && git archive REV searchgym | tar -x -C /tmp/ref
     python scripts/bench_analyze.py --sizes 30000 --reference /tmp/ref
 
-Formats: verl ``<tool_call>`` dumps, searchgym trajectories, and a training stdout log (ANSI codes, process
-prefixes, step lines, ``Solution string:`` samples; read only by this version, so not run against a
-reference).
+Formats: verl ``<tool_call>`` dumps, searchgym trajectories, a training stdout log (ANSI codes, process
+prefixes, step lines, ``Solution string:`` samples) and a dump of Responses-style tool-call items that only the
+generic tree reader reads (the last two are read only by this version, so not run against a reference).
 """
 
 from __future__ import annotations
@@ -117,7 +117,28 @@ def write_train_log(path: Path, n_queries: int, seed: int = 0) -> None:
                              for j, line in enumerate(text.split("\n"))))
 
 
-WRITERS = {"verl-toolcall": write_verl, "searchgym": write_searchgym, "train-log": write_train_log}
+def write_tool_items(path: Path, n_queries: int, seed: int = 0) -> None:
+    """A dump no named format reads (the generic tree reader): OpenAI Responses-style items under ``result``,
+    JSON-encoded ``arguments``, every fourth call refused by the tool."""
+    rng = random.Random(seed)
+    with path.open("w", encoding="utf-8") as fh:
+        n_eps = n_queries // QUERIES_PER_EPISODE
+        for i in range(n_eps):
+            question, qs, docs, ans = _episode(rng)
+            items: list[dict] = [{"type": "reasoning", "summary": "I should search."}]
+            for j, (q, d) in enumerate(zip(qs, docs)):
+                out = "[Search] Invalid request format" if (i + j) % 4 == 3 else "\n\n".join(d)
+                items.append({"type": "tool_call", "tool_name": "search", "call_id": f"c{j}",
+                              "arguments": json.dumps({"query": q}), "output": out})
+            items.append({"type": "output_text", "text": ans})
+            fh.write(json.dumps({"id": str(i), "question": question, "reward": float(i % 3 == 0),
+                                 "step": i * 10 // n_eps, "result": items}) + "\n")
+
+
+WRITERS = {"verl-toolcall": write_verl, "searchgym": write_searchgym, "train-log": write_train_log,
+           "tree-items": write_tool_items}
+# formats an earlier tree cannot read: not run against --reference
+NEW_FORMATS = ("train-log", "tree-items")
 # End-to-end queries/s of the readers + slot-level analysis before issue 20 (same script, same sizes):
 REFERENCE_QPS = (10_900, 17_500)
 
@@ -197,7 +218,7 @@ def main() -> None:
                 writer(path, n)
                 r = _measure(fmt, n, path, args.n_boot, None)
                 r["file_mb"] = os.path.getsize(path) / 1e6
-                if args.reference and fmt != "train-log":
+                if args.reference and fmt not in NEW_FORMATS:
                     ref = _measure(fmt, n, path, args.n_boot, args.reference)
                     r["ref_qps"], r["ref_cpu_qps"] = ref["qps"], ref["cpu_qps"]
                 rows.append(r)
