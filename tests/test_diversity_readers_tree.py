@@ -74,3 +74,37 @@ def test_react_text_nested_under_an_unknown_key_with_instruction_headers():
     assert _rows(run) == [(["Port Elsin"], "Who founded Port Elsin?", True),
                           (["Mara Quill"], "Where was Mara Quill born?", True)]
     assert run.read_stats.rejected == 1 and [e.reward for e in run.episodes] == [1.0, 1.0]
+
+
+def test_refusals_and_stated_rewards_are_read_from_the_start_or_the_end_only():
+    from searchgym.diversity.readers.outcomes import em_success, is_refusal, reward_in_text
+
+    for s in ("Invalid action!", "[Search] Invalid request format: bad", "Error: Tool web_fetch not found",
+              "  'Unknown tool: browse'", "Tool `fetch` not found."):
+        assert is_refusal(s), s
+    for s in ("Doc 1 (Title: Error) An error: in 1901 the invalid action was undone.", "No results found for x",
+              "The tool was found by Vale.", ""):
+        assert not is_refusal(s), s
+    assert reward_in_text("...\nObservation 3: Episode finished, reward = 1\n") == 1.0
+    assert reward_in_text("Action: Finish[x]\n{'em': 0, 'reward': 0.5, 'f1': 0.7}\n") == 0.5
+    assert reward_in_text("done\nYour score (min 0.0, max 1.0): 0.0") == 0.0
+    assert reward_in_text("the reward = 1 was promised in the text") is None
+    assert em_success(["Oren Vale"], "oren vale.") == 1.0 and em_success("Dunmore", "Elsin") == 0.0
+    assert em_success(["x"], None) is None and em_success(None, "x") is None
+
+
+def test_tool_items_in_a_csv_cell_and_a_chat_user_turn_question(tmp_path):
+    import csv
+    import json
+
+    items = [{"type": "tool_call", "tool_name": "web_search", "arguments": json.dumps({"query": "Port Elsin"}),
+              "output": "Port Elsin was founded by Oren Vale."}]
+    chat = [{"role": "system", "content": "You search."}, {"role": "user", "content": "Who founded Port Elsin?"}]
+    p = tmp_path / "dump.csv"
+    with p.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["input", "items"])
+        w.writerow([json.dumps(chat), json.dumps(items)])
+    run = read_run(p)
+    assert run.fmt == "tree" and run.read_stats.container == "csv"
+    assert _rows(run) == [(["Port Elsin"], "Who founded Port Elsin?", None)]

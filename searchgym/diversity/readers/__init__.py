@@ -52,7 +52,9 @@ A malformed record (bad JSON, not UTF-8, not an object, wrong field types, nesti
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,7 @@ from searchgym.diversity.readers.detection import (
     _skip_or_raise,
     _tags,
     detect_format,
+    tree_reads_more,
 )
 from searchgym.diversity.readers.grammars import (
     episode_from_response,
@@ -203,7 +206,18 @@ def _read_file(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool, 
         parsed.extend(_react_log_records(src, query_tags=opts.query_tags, stats=stats, lenient=lenient,
                                          search_tools=tuple(opts.search_tools - DEFAULT_SEARCH_TOOLS)))
     else:
-        parsed.extend(_read_records(src, ffmt, opts, stats, lenient, default_step))
+        before = dataclasses.replace(stats, skipped_reasons=Counter(stats.skipped_reasons),
+                                     grammars=Counter(stats.grammars), notes=list(stats.notes))
+        got = list(_read_records(src, ffmt, opts, stats, lenient, default_step))
+        if fmt == "auto" and ffmt != "tree" and not any(e.queries or p or e.malformed for e, p, _ in got) \
+                and tree_reads_more(src, opts):
+            # the named format read no call where the generic reader finds some: its reading wins
+            for k in ("skipped_lines", "skipped_reasons", "first_problem", "grammars", "other_calls", "reemitted",
+                      "sidecar", "unexecuted", "rejected"):
+                setattr(stats, k, getattr(before, k))
+            ffmt = "tree"
+            got = list(_read_records(src, ffmt, opts, stats, lenient, default_step))
+        parsed.extend(got)
     return ffmt
 
 

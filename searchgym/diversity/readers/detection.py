@@ -260,9 +260,23 @@ def _detect_file(src: Source, opts: _Opts) -> str:
         if stats.first_problem:
             raise TrajectoryFormatError(f"no episode records: {stats.first_problem}")
         raise TrajectoryFormatError(f"{f} holds no episode records (empty, or no line is a JSON object)")
-    if any(best(readings(rec, opts)[0]) is not None for rec in seen):
+    if _tree_finds(seen, opts):
         return "tree"  # no named format, but search calls by structure: the generic reader
     raise TrajectoryFormatError(_tried_message(f, keys))
+
+
+def _tree_finds(recs: list[Any], opts: _Opts) -> bool:
+    return any(isinstance(r, dict) and best(readings(r, opts)[0]) is not None for r in recs)
+
+
+def tree_reads_more(src: Source, opts: _Opts) -> bool:
+    """Whether the generic reader finds search calls in the first 50 records (for a file whose named format
+    read none: a chat list of system / user turns beside tool-call items, say)."""
+    try:
+        recs = [r for _, (_, _, r) in zip(range(50), _records(src, ReadStats(format="auto"), lenient=True))]
+    except (_NotJSON, TrajectoryFormatError):
+        return False
+    return _tree_finds(recs, opts)
 
 
 def _detect_text(src: Source) -> str:
