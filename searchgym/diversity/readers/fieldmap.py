@@ -35,8 +35,12 @@ def parse(items: list[str] | tuple[str, ...] | None, map_file: str | Path | None
 
 
 def compile_map(raw: dict[str, Any]) -> dict[str, Any]:
-    import jmespath
-    from jmespath.exceptions import JMESPathError
+    try:
+        import jmespath
+        from jmespath.exceptions import JMESPathError
+    except ImportError:
+        raise ConfigError("--map needs the jmespath package (a dependency of searchgym): pip install "
+                          "'jmespath>=1.0,<2'") from None
 
     out: dict[str, Any] = {}
     for field, expr in raw.items():
