@@ -966,6 +966,27 @@ class ShardedBM25Retriever:
             floor = np.where(np.isfinite(top_s[:, -1]), top_s[:, -1], -1.0).astype(np.float64)
         return top_s, top_r
 
+    def _encode(self, queries: Sequence[str]) -> list[np.ndarray]:
+        try:
+            return [np.asarray(self._qenc.ids(q), dtype=np.int64) for q in queries]
+        except (AttributeError, TypeError):
+            bad = next(q for q in queries if not isinstance(q, str))
+            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
+
+    def search_shard(self, queries: Sequence[str], k: int, shard: int) -> list[list[tuple[int, float]]]:
+        """Shard ``shard``'s own top ``k`` for each query as ``(row, score)`` pairs, rows of this index, in
+        (score desc, row asc) order: what one shard deployment of :mod:`.serve_ray` answers. Merging the
+        shards' lists by (score desc, row asc) gives :meth:`batch_search`'s answer exactly."""
+        if isinstance(queries, str):
+            raise TypeError("search_shard takes a list of queries")
+        k = min(int(k), len(self))
+        encoded = self._encode(queries)
+        if k <= 0 or not any(len(q) for q in encoded):
+            return [[] for _ in queries]
+        top_s, top_r = self._pruned(encoded, k, [self._shards[shard]])
+        return [[(r, s) for s, r in zip(sc.tolist(), rows.tolist()) if s != -math.inf]
+                for sc, rows in zip(top_s, top_r)]
+
     def batch_search(self, queries: Sequence[str], k: int = 3, *, n_threads: int | None = None
                      ) -> list[list[Hit]]:
         if isinstance(queries, str):
@@ -973,11 +994,7 @@ class ShardedBM25Retriever:
         if k <= 0:
             return [[] for _ in queries]
         k = min(int(k), len(self))
-        try:
-            encoded = [np.asarray(self._qenc.ids(q), dtype=np.int64) for q in queries]
-        except (AttributeError, TypeError):
-            bad = next(q for q in queries if not isinstance(q, str))
-            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
+        encoded = self._encode(queries)
         if not any(len(q) for q in encoded):
             return [[] for _ in queries]
         threads = max(1, min(self.n_threads if n_threads is None else n_threads, self.n_shards))
