@@ -180,8 +180,9 @@ def serve_ray(
     cpus_per_replica: Annotated[float, typer.Option("--cpus-per-replica", min=0.0, help=(
         "CPUs reserved by each shard replica (Ray `num_cpus`).")) ] = 1.0,
     address: Annotated[Optional[str], typer.Option(metavar="ADDRESS", help=(  # noqa: UP045
-        "The Ray cluster to join: 'auto' (the one `ray start --head` started here), HOST:PORT, or none to join "
-        "a local cluster if there is one and start one otherwise (RAY_ADDRESS also works).")) ] = None,
+        "The Ray cluster to join: 'auto' (the one `ray start` started on this machine), HOST:PORT, 'local' (start "
+        "a fresh one in this process, 256 MB object store), or none: RAY_ADDRESS, else a running local cluster, "
+        "else a fresh one.")) ] = None,
     name: Annotated[str, typer.Option(metavar="APP", help="The Serve app's name: clients use retriever='ray://APP'.")
                     ] = "searchgym",
     host: Annotated[str, typer.Option(help="Address Serve's HTTP proxies bind; 0.0.0.0 exposes them.")] = "127.0.0.1",
@@ -221,7 +222,8 @@ def serve_ray(
             raise ConfigError("--detach needs a cluster that stays up after this command: give --address")
         key = read_api_key_file(api_key_file) if api_key_file else os.environ.get("SEARCHGYM_API_KEY") or None
         sources = shard_sources(index)  # refuse a bad shard set before joining or starting a cluster
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        extra = {"object_store_memory": 256 * 1024 * 1024} if address == "local" else {}
+        ray.init(address=address, log_to_driver=False, configure_logging=False, **extra)
         serve_ray_app.run(index, app=name, route_prefix=route_prefix, host=host, port=port, replicas=replicas,
                           gpus_per_shard=gpus_per_shard, cpus_per_replica=cpus_per_replica, topk=topk, api_key=key,
                           retries=retries, shard_timeout_s=shard_timeout)

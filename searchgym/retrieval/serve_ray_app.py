@@ -51,7 +51,8 @@ _BACKOFF_S = (0.1, 0.3, 1.0, 2.0)
 @serve.deployment(max_ongoing_requests=64, health_check_period_s=2.0, health_check_timeout_s=10.0,
                   graceful_shutdown_timeout_s=1.0)
 class ShardSearcher:
-    """One shard. ``delay_s`` adds a fixed sleep to every batch (benchmarks: a stand-in for a slow shard)."""
+    """One shard. ``delay_s`` adds a sleep of that many seconds per request served (benchmarks: a stand-in
+    for a slow kernel that uses no CPU)."""
 
     def __init__(self, source: dict[str, Any], verify: bool = True, delay_s: float = 0.0) -> None:
         from searchgym.retrieval.index import load_index
@@ -77,7 +78,7 @@ class ShardSearcher:
 
     def _search_many(self, requests: list[tuple[list[str], int]]) -> list[Reply]:
         if self._delay:
-            time.sleep(self._delay)
+            time.sleep(self._delay * len(requests))
         out: list[Reply | None] = [None] * len(requests)
         for k in {k for _q, k in requests}:  # one kernel call per k
             idx = [i for i, (_q, kk) in enumerate(requests) if kk == k]
@@ -221,8 +222,11 @@ def build_app(sources: Sequence[ShardSource], *, app: str = DEFAULT_APP, replica
               gpus_per_shard: float = 0.0, cpus_per_replica: float = 1.0, ingress_replicas: int = 1,
               topk: int = 3, api_key: str | None = None, limits: dict[str, Any] | None = None,
               retries: int = DEFAULT_RETRIES, shard_timeout_s: float = DEFAULT_SHARD_TIMEOUT_S, verify: bool = True,
-              delay_s: float = 0.0, shard_options: dict[str, Any] | None = None) -> Any:
-    """The Serve application (not yet running) over a checked shard set."""
+              delay_s: float = 0.0, shard_options: dict[str, Any] | None = None,
+              ingress_actor_options: dict[str, Any] | None = None) -> Any:
+    """The Serve application (not yet running) over a checked shard set. ``shard_options`` go to every shard
+    deployment's ``.options`` (e.g. ``max_replicas_per_node``), ``ingress_actor_options`` to the ingress's
+    ``ray_actor_options`` (e.g. a custom resource that keeps it on the head node)."""
     if replicas < 1 or ingress_replicas < 1:
         raise ConfigError("--replicas and the ingress replicas must be at least 1")
     sources = check_shard_set(sources)
@@ -233,7 +237,8 @@ def build_app(sources: Sequence[ShardSource], *, app: str = DEFAULT_APP, replica
     options = {"sources": [s.to_dict() for s in sources], "app": app, "replicas": replicas, "topk": topk,
                "api_key": api_key, "limits": {k: v for k, v in (limits or {}).items() if v is not None},
                "retries": retries, "shard_timeout_s": shard_timeout_s}
-    return SearchIngress.options(num_replicas=ingress_replicas, ray_actor_options={"num_cpus": 0}).bind(
+    return SearchIngress.options(num_replicas=ingress_replicas,
+                                 ray_actor_options={"num_cpus": 0, **(ingress_actor_options or {})}).bind(
         options, *shards)
 
 
@@ -259,14 +264,15 @@ def run(paths: Sequence[str], *, app: str = DEFAULT_APP, route_prefix: str | Non
 
 
 class Waiter:
-    """Blocks ``serve-ray`` in the foreground until Ctrl-C (the app stays up while it waits)."""
+    """Blocks ``serve-ray`` in the foreground until SIGINT (Ctrl-C) or SIGTERM; the app stays up while it waits."""
 
     def __init__(self) -> None:
         self.stop = threading.Event()
 
     def wait(self) -> None:
-        try:
-            while not self.stop.wait(1.0):
-                pass
-        except KeyboardInterrupt:
+        import signal
+
+        for sig in (signal.SIGINT, signal.SIGTERM):  # also when started in the background, where SIGINT is ignored
+            signal.signal(sig, lambda *_: self.stop.set())
+        while not self.stop.wait(1.0):
             pass
