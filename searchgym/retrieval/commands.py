@@ -169,7 +169,7 @@ def index_split(
 
 
 def serve_ray(
-    index: Annotated[list[str], typer.Argument(metavar="INDEX...", help=(
+    index: Annotated[list[str], typer.Argument(metavar="INDEX", help=(
         "A sharded index (built with --shards), the output directory of `searchgym index split`, or its "
         "shard directories one by one. Every node needs the same files at the same path."))],
     replicas: Annotated[int, typer.Option("--replicas", min=1, help="Replicas of each shard deployment.")] = 1,
@@ -194,6 +194,9 @@ def serve_ray(
     retries: Annotated[int, typer.Option(min=0, help="Tries again per shard call whose replica died.")] = 3,
     shard_timeout: Annotated[float, typer.Option(metavar="SECONDS", min=0.01, help=(
         "Per try; a shard with no live replica answers 503 after its tries.")) ] = 30.0,
+    verify: Annotated[bool, typer.Option("--verify/--no-verify", help=(
+        "Each replica checksums its index files on start (--no-verify skips it for a huge index you trust).")) ]
+    = True,
     detach: Annotated[bool, typer.Option("--detach", help=(
         "Return once the app is up and leave it running on the cluster (needs a cluster that outlives this "
         "command: --address).")) ] = False,
@@ -207,28 +210,29 @@ def serve_ray(
     from searchgym.errors import ConfigError, SearchGymError
 
     err = Console(stderr=True)
-    try:
-        import ray
-
-        from searchgym.retrieval import serve_ray_app
-    except ImportError as exc:
-        _fail(ConfigError(f"serve-ray needs Ray Serve: pip install 'searchgym[ray]' ({exc})"))
-    from searchgym.retrieval.serve_ray import shard_sources
-
-    try:
+    try:  # the shard set and the key are checked before Ray is imported or a cluster joined
+        from searchgym.retrieval.serve_ray import shard_sources
         from searchgym.retrieval.server import read_api_key_file
 
-        if detach and not (address or os.environ.get("RAY_ADDRESS")):
+        if detach and (address == "local" or not (address or os.environ.get("RAY_ADDRESS"))):
             raise ConfigError("--detach needs a cluster that stays up after this command: give --address")
         key = read_api_key_file(api_key_file) if api_key_file else os.environ.get("SEARCHGYM_API_KEY") or None
-        sources = shard_sources(index)  # refuse a bad shard set before joining or starting a cluster
+        sources = shard_sources(index)
+        try:
+            import ray
+
+            from searchgym.retrieval import serve_ray_app
+        except ImportError as exc:
+            raise ConfigError(f"serve-ray needs Ray Serve: pip install 'searchgym[ray]' ({exc})") from None
         extra = {"object_store_memory": 256 * 1024 * 1024} if address == "local" else {}
         ray.init(address=address, log_to_driver=False, configure_logging=False, **extra)
         serve_ray_app.run(index, app=name, route_prefix=route_prefix, host=host, port=port, replicas=replicas,
                           gpus_per_shard=gpus_per_shard, cpus_per_replica=cpus_per_replica, topk=topk, api_key=key,
-                          retries=retries, shard_timeout_s=shard_timeout)
+                          retries=retries, shard_timeout_s=shard_timeout, verify=verify)
     except SearchGymError as exc:
         _fail(exc)
+    except (ConnectionError, RuntimeError) as exc:  # no cluster at --address, or Serve could not deploy the app
+        _fail(ConfigError(f"Ray did not start the app ({type(exc).__name__}: {str(exc)[:1000]})"))
     base = f"http://{host}:{port}{route_prefix.rstrip('/')}"
     err.print(f"[green]serving[/] {len(sources)} shard(s) x {replicas} replica(s) as Ray Serve app {name!r}: "
               f"POST {base}/retrieve on every node, retriever='ray://{name}' in the cluster")
