@@ -131,6 +131,20 @@ def _replica_pids(serve, shard: int, want: int) -> list[int]:
     return sorted(seen)
 
 
+def kill_replica(a: argparse.Namespace, res: dict, ref: dict, queries: list[str], url: str, port: int,
+                 index: Path) -> None:
+    from ray import serve
+
+    from searchgym.retrieval.serve_ray_app import run
+
+    run([str(index)], app="bench", port=port, replicas=2, cpus_per_replica=1, proxy_location="HeadOnly",
+        verify=False)
+    victim = _replica_pids(serve, 0, 2)[0]
+    m = load(url, queries, a.batches * 2, a.clients, during=lambda: os.kill(victim, signal.SIGKILL))
+    m["parity"] = _parity(m["answers"], {i: ref["answers"].get(i % a.batches) for i in range(a.batches * 2)})
+    res["kill"] = m
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--passages", type=int, default=50_000)
@@ -142,6 +156,7 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--cpus", type=int, default=16, help="logical CPUs of the local Ray node (not cores)")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/searchgym-bench-serve-ray"))
+    ap.add_argument("--sleep-only", action="store_true", help="only the sleep shards (and the reference)")
     ap.add_argument("--out", type=Path, help="also write the figures as JSON")
     a = ap.parse_args()
 
@@ -171,7 +186,7 @@ def main() -> None:
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     try:
-        for mode, delay in (("sleep", a.delay), ("real", 0.0)):
+        for mode, delay in (("sleep", a.delay), ("real", 0.0))[: 1 if a.sleep_only else 2]:
             for r in (int(x) for x in a.replicas.split(",")):
                 t = time.perf_counter()
                 run([str(index)], app="bench", port=port, replicas=r, cpus_per_replica=1, delay_s=delay,
@@ -184,12 +199,8 @@ def main() -> None:
                 res[f"{mode}_{r}"] = m
                 print(f"{mode} shards x {r} replicas: {m['qps']:.0f} q/s, p50 {m['p50_ms']:.0f} ms, "
                       f"p99 {m['p99_ms']:.0f} ms, parity {m['parity']}, deploy {up:.0f} s", file=sys.stderr)
-        run([str(index)], app="bench", port=port, replicas=2, cpus_per_replica=1, proxy_location="HeadOnly",
-            verify=False)
-        victim = _replica_pids(serve, 0, 2)[0]
-        m = load(url, queries, a.batches * 2, a.clients, during=lambda: os.kill(victim, signal.SIGKILL))
-        m["parity"] = _parity(m["answers"], {i: ref["answers"].get(i % a.batches) for i in range(a.batches * 2)})
-        res["kill"] = m
+        if not a.sleep_only:
+            kill_replica(a, res, ref, queries, url, port, index)
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -205,14 +216,15 @@ def main() -> None:
     print(f"| `searchgym serve` (one process, reference) | – | {ref['qps']:.0f} | {ref['p50_ms']:.0f} | "
           f"{ref['p99_ms']:.0f} | {ref['lost']}/{ref['requests']} | reference |")
     for mode, label in (("sleep", f"serve-ray, shards sleep {a.delay * 1000:.0f} ms a request"),
-                        ("real", "serve-ray, real shards")):
+                        ("real", "serve-ray, real shards"))[: 1 if a.sleep_only else 2]:
         for r in (int(x) for x in a.replicas.split(",")):
             m = res[f"{mode}_{r}"]
             print(f"| {label} | {r} | {m['qps']:.0f} | {m['p50_ms']:.0f} | {m['p99_ms']:.0f} | "
                   f"{m['lost']}/{m['requests']} | {m['parity'] if mode == 'real' else '–'} |")
-    k = res["kill"]
-    print(f"| serve-ray, real shards, a replica killed during the load | 2 | {k['qps']:.0f} | {k['p50_ms']:.0f} | "
-          f"{k['p99_ms']:.0f} | {k['lost']}/{k['requests']} | {k['parity']} |")
+    k = res.get("kill")
+    if k:
+        print(f"| serve-ray, real shards, a replica killed during the load | 2 | {k['qps']:.0f} | {k['p50_ms']:.0f} | "
+              f"{k['p99_ms']:.0f} | {k['lost']}/{k['requests']} | {k['parity']} |")
 
 
 if __name__ == "__main__":
