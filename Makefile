@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo sft-start squeeze squeeze-worlds test test-slow test-integrations bench lint typecheck docs dist clean venv
+.PHONY: demo sft-start squeeze squeeze-worlds test test-slow test-ray test-integrations bench lint typecheck docs dist clean venv
 
 venv: $(STAMP)
 
@@ -55,6 +55,10 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+
+# searchgym serve-ray on a local multi-node Ray cluster (ray.cluster_utils, loopback only): a few minutes on 2 cores.
+test-ray: $(STAMP)
+	$(PY) -m pytest -q -m slow tests/test_serve_ray.py
 
 # The outside trainers' own entry points (TRL GRPOTrainer, OpenEnv server + client) in the main venv, then
 # verl's in its own venv: verl 0.9.1 pins transformers < 5.11, which the main venv cannot share.

@@ -11,6 +11,8 @@ is each phase's own:
     python scripts/bench_scale.py --sizes 100000            # a quick run
     python scripts/bench_scale.py --sizes 1000000 --shard-size 250000 --workdir /tmp/scale
     python scripts/bench_scale.py --sizes 1000000 --compare --keep --skip-build   # MaxScore vs exhaustive kernel
+
+Past one machine (shards on Ray Serve): scripts/bench_serve_ray.py.
 """
 
 from __future__ import annotations
@@ -160,69 +162,6 @@ def phase_reference(a: argparse.Namespace) -> dict:
     return out
 
 
-def phase_router(a: argparse.Namespace) -> dict:
-    """Split the index into one directory per shard, serve each with `searchgym serve` (own process), and
-    query them through a ShardRouter: batch-64 throughput, p50/p99, and parity with the single index."""
-    import shutil
-    import socket
-
-    import httpx
-
-    from searchgym.retrieval.router import ShardRouter
-    from searchgym.retrieval.split import split_sharded_index
-    from searchgym.retrieval.synth import synthetic_queries
-
-    split = Path(str(a.index) + "-split")
-    shutil.rmtree(split, ignore_errors=True)
-    dirs = split_sharded_index(a.index, split)
-    exe = str(Path(sys.executable).with_name("searchgym"))
-    procs, urls = [], []
-    for d in dirs:
-        with socket.socket() as sk:
-            sk.bind(("127.0.0.1", 0))
-            port = sk.getsockname()[1]
-        procs.append(subprocess.Popen([exe, "serve", str(d), "--port", str(port)], stdout=subprocess.DEVNULL,
-                                      stderr=subprocess.DEVNULL))
-        urls.append(f"http://127.0.0.1:{port}")
-    try:
-        deadline = time.time() + 600
-        for u in urls:
-            while True:
-                try:
-                    if httpx.get(u + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.time() > deadline:
-                    raise SystemExit(f"shard server {u} did not come up")
-                time.sleep(1)
-        router = ShardRouter(urls, timeout=120)
-        qs = synthetic_queries(a.queries, vocab_size=a.vocab_size, seed=7)
-        out = {"servers": len(urls), "batch64": _time_queries_router(router, qs)}
-        got = router.batch_search(qs[: a.parity_queries], K)
-        want = json.loads(Path(a.dump).read_text())
-        same = sum(1 for g, w in zip(got, want) if [(h.id, h.score) for h in g] == [tuple(x) for x in w])
-        out["parity"] = f"{same}/{len(want)}"
-        router.close()
-    finally:
-        for pr in procs:
-            pr.terminate()
-        for pr in procs:
-            pr.wait(30)
-        shutil.rmtree(split, ignore_errors=True)
-    return out
-
-
-def _time_queries_router(r, queries: list[str]) -> dict:
-    lat = []
-    t0 = time.perf_counter()
-    for i in range(0, len(queries), 64):
-        t = time.perf_counter()
-        r.batch_search(queries[i:i + 64], K)
-        lat.append(time.perf_counter() - t)
-    return {"qps": len(queries) / (time.perf_counter() - t0), "p50_ms": _pct(lat, 50), "p99_ms": _pct(lat, 99)}
-
-
 def _run_phase(phase: str, a: argparse.Namespace, extra: list[str]) -> dict:
     cmd = [sys.executable, __file__, "--phase", phase, "--corpus", str(a.corpus), "--index", str(a.index),
            "--shard-size", str(a.shard_size), "--queries", str(a.queries), "--single", str(a.single),
@@ -245,8 +184,6 @@ def main() -> None:
     ap.add_argument("--parity-max", type=int, default=1_000_000, help="largest N with the unsharded reference")
     ap.add_argument("--parity-queries", type=int, default=200)
     ap.add_argument("--keep", action="store_true", help="keep corpora and indexes")
-    ap.add_argument("--router", action="store_true", help="also serve each shard with `searchgym serve` and "
-                                                          "query them through a ShardRouter")
     ap.add_argument("--skip-build", action="store_true", help="reuse an index kept by an earlier --keep run")
     ap.add_argument("--compare", action="store_true", help="also time the exhaustive kernel (pruning off) in the "
                                                            "same process and count identical top-10s")
@@ -257,7 +194,7 @@ def main() -> None:
     ap.add_argument("--dump", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.phase:
-        phases = {"build": phase_build, "serve": phase_serve, "reference": phase_reference, "router": phase_router}
+        phases = {"build": phase_build, "serve": phase_serve, "reference": phase_reference}
         print(json.dumps(phases[a.phase](a)))
         return
     from searchgym.retrieval.synth import write_synthetic_corpus
@@ -281,12 +218,10 @@ def main() -> None:
         dump = a.workdir / f"sharded-top{K}-{n}.json"
         s = _run_phase("serve", a, ["--dump", str(dump)])
         print(f"[{n:,}] served: {s}", file=sys.stderr)
-        rt = _run_phase("router", a, ["--dump", str(dump)]) if a.router else None
-        print(f"[{n:,}] router: {rt}", file=sys.stderr)
         ref = _run_phase("reference", a, ["--dump", str(dump)]) if n <= a.parity_max and not a.no_reference \
             else None
         print(f"[{n:,}] reference: {ref}", file=sys.stderr)
-        rows.append((n, b, s, ref, rt))
+        rows.append((n, b, s, ref))
         if not a.keep:
             import shutil
 
@@ -296,7 +231,7 @@ def main() -> None:
     print("| passages | engine | build s | build peak RSS MB | disk MB | load s | RSS after load MB | "
           "single q/s (p50/p99 ms) | batch 64 q/s 1 thread (p50/p99 ms per batch) | 2 threads | parity top-10 |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for n, b, s, ref, rt in rows:
+    for n, b, s, ref in rows:
         sg, b1, b2 = s["single"], s["batch64_1t"], s["batch64_2t"]
         print(f"| {n:,} | sharded ({s['shards']} shards, mmap) | {b['build_s']:.0f} | {b['build_peak_mb']:.0f} | "
               f"{b['disk_mb']:.0f} | {s['load_s']:.1f} | {s['rss_after_load_mb']:.0f} | "
@@ -320,11 +255,6 @@ def main() -> None:
             print(f"| {n:,} | unsharded bm25s in memory (same run) | {ref['build_s']:.0f} | {ref['peak_mb']:.0f} | "
                   f"– | – | {ref['peak_mb']:.0f} (peak) | {rs['qps']:.0f} ({rs['p50_ms']:.1f}/{rs['p99_ms']:.1f}) | "
                   f"{r1['qps']:.0f} ({r1['p50_ms']:.0f}/{r1['p99_ms']:.0f}) | – | reference |")
-        if rt:
-            rb = rt["batch64"]
-            print(f"| {n:,} | router over {rt['servers']} `searchgym serve` shard servers (loopback) | – | – | – | – | "
-                  f"– | – | {rb['qps']:.0f} ({rb['p50_ms']:.0f}/{rb['p99_ms']:.0f}) | – | {rt['parity']} "
-                  "(vs the single sharded index) |")
 
 
 if __name__ == "__main__":

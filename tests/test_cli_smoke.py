@@ -146,10 +146,12 @@ def smoke_index_split(ws):
     assert "ShardedBM25Retriever" in _cli("search", out / "shard-000", "capital city", "-k", 1)
 
 
-def smoke_index_router(ws):
-    out = ws.root / "router"
-    _cli("index", "router", "http://127.0.0.1:9/", "http://127.0.0.1:10/", "--out", out, "--overwrite")
-    assert "bm25_router" in _cli("index", "info", out)
+def smoke_serve_ray(ws):
+    # The shard set is checked before any cluster is joined (the cluster runs: tests/test_serve_ray.py)
+    out = _cli("serve-ray", ws.index, code=1)
+    assert "not a sharded BM25 index" in out
+    out = _cli("serve-ray", _sharded_index(ws), _sharded_index(ws), code=1)
+    assert "listed twice" in out
 
 
 def smoke_index_import_faiss(ws):
@@ -267,10 +269,10 @@ SMOKE: dict[str, Callable[[Workspace], None]] = {
     "index build": smoke_index_build,
     "index info": smoke_index_info,
     "index split": smoke_index_split,
-    "index router": smoke_index_router,
     "index import-faiss": smoke_index_import_faiss,
     "search": smoke_search,
     "serve": smoke_serve,
+    "serve-ray": smoke_serve_ray,
     "data export-world": smoke_data_export_world,
     "data info": smoke_data_info,
     "data pool": smoke_data_pool,

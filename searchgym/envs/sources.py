@@ -122,78 +122,115 @@ def _build_world(kind: str, world_seed: int, kw: dict[str, Any]) -> Any:
     return _build(kind, world.passages, kw)
 
 
+def _is_remote(x: Any) -> bool:
+    """An ``http(s)://`` retrieval server or a Ray Serve app (``ray://APP``)."""
+    return _is_url(x) or (isinstance(x, str) and x.startswith("ray://"))
+
+
+def _memo(key: Any, build: Any, cache: bool | int) -> Any:
+    """The retriever memoised under ``key``, built by ``build()`` the first time."""
+    with _LOCK:
+        if key not in _RETRIEVERS:
+            _RETRIEVERS[key] = _maybe_cache(build(), cache)
+        return _RETRIEVERS[key]
+
+
+def _from_index_dir(retriever: Any, corpus: Any, kw: dict[str, Any], cache: bool | int) -> Any:
+    if retriever is not None and retriever not in RETRIEVER_KINDS:
+        raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)} for an index directory, "
+                          f"got {retriever!r}")
+    manifest = Path(corpus) / "manifest.json"
+    key = ("index", _file_key(manifest) if manifest.exists() else _file_key(corpus), retriever, _freeze(kw),
+           _freeze(cache))
+
+    def build() -> Any:
+        from searchgym.retrieval import load_index
+
+        return load_index(str(corpus), kind=retriever, **kw)
+
+    return _memo(key, build, cache)
+
+
+def _from_remote(spec: str, kw: dict[str, Any], cache: bool | int) -> Any:
+    def build() -> Any:
+        if _is_url(spec):
+            from searchgym.retrieval.remote import RemoteRetriever
+
+            return RemoteRetriever(spec, **kw)
+        from searchgym.retrieval.serve_ray import RayServeRetriever
+
+        return RayServeRetriever(spec, **kw)
+
+    return _memo(("url", spec, _freeze(kw), _freeze(cache)), build, cache)
+
+
+def _from_world(retriever: str, dataset: Any, world_seed: int, kw: dict[str, Any], cache: bool | int) -> Any:
+    if dataset is not None and not (isinstance(dataset, str) and dataset in WORLD_SPLITS):
+        raise ConfigError("dataset= names a file or a list of examples but no corpus= was given; pass the "
+                          "corpus its questions are about (a corpus file or an index directory), or a "
+                          "retriever URL/object")
+    return _memo(("world", world_seed, retriever, _freeze(kw), _freeze(cache)),
+                 lambda: _build_world(retriever, world_seed, kw), cache)
+
+
+def _from_corpus_file(retriever: str, corpus: str | os.PathLike, kw: dict[str, Any], cache: bool | int) -> Any:
+    path = Path(corpus)
+    if not path.exists():
+        from searchgym.errors import CorpusFormatError
+
+        raise CorpusFormatError("corpus file not found; pass a corpus jsonl/parquet file or an index "
+                                "directory built with `searchgym index build`", path=str(path))
+
+    def build() -> Any:
+        from searchgym.retrieval import load_corpus
+
+        return _build(retriever, load_corpus(str(path)), kw)
+
+    return _memo(("corpus", _file_key(path), retriever, _freeze(kw), _freeze(cache)), build, cache)
+
+
+def _from_passages(retriever: str, corpus: Sequence[Any], kw: dict[str, Any], cache: bool | int) -> Any:
+    # A list of passages in memory: memoise by content (gymnasium deep-copies make() kwargs, so the
+    # same corpus comes back as another list; Passage is frozen and hashable).
+    passages = list(corpus)
+    try:
+        content: Any = hash(tuple(passages))
+    except TypeError:
+        content = id(corpus)
+    return _memo(("passages", len(passages), content, retriever, _freeze(kw), _freeze(cache)),
+                 lambda: _build(retriever, passages, kw), cache)
+
+
 def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int,
                       retriever_kwargs: dict[str, Any] | None = None, cache: bool | int = False) -> Any:
-    """Return a Retriever for the given inputs (shared with other environments built from the same ones)."""
-    kw = dict(retriever_kwargs or {})
-    if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() and not (
-            retriever is not None and not isinstance(retriever, str)) and not _is_url(retriever):
-        if retriever is not None and retriever not in RETRIEVER_KINDS:
-            raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)} for an index directory, "
-                              f"got {retriever!r}")
-        key: Any = ("index", _file_key(Path(corpus) / "manifest.json") if (Path(corpus) / "manifest.json").exists()
-                    else _file_key(corpus), retriever, _freeze(kw), _freeze(cache))
-        with _LOCK:
-            if key not in _RETRIEVERS:
-                from searchgym.retrieval import load_index
+    """Return a Retriever for the given inputs (shared with other environments built from the same ones).
 
-                _RETRIEVERS[key] = _maybe_cache(load_index(str(corpus), kind=retriever, **kw), cache)
-            return _RETRIEVERS[key]
+    ``retriever``: None / ``"bm25"`` / ``"dense"`` / ``"hybrid"`` (built over ``corpus``, an index directory
+    or the embedded world), an ``http://`` retrieval server, ``"ray://APP"`` (a ``searchgym serve-ray`` app on
+    the Ray cluster this process is in), or an object with ``batch_search``."""
+    kw = dict(retriever_kwargs or {})
+    own_object = retriever is not None and not isinstance(retriever, str)
+    if isinstance(corpus, (str, os.PathLike)) and Path(corpus).is_dir() and not own_object \
+            and not _is_remote(retriever):
+        return _from_index_dir(retriever, corpus, kw, cache)
+    if own_object:
+        if not hasattr(retriever, "batch_search"):
+            raise ConfigError(f"retriever must be 'bm25', 'dense', 'hybrid', an http:// URL, ray://APP or an "
+                              f"object with search/batch_search, got {type(retriever).__name__}")
+        return _maybe_cache(retriever, cache)
+    if _is_remote(retriever):
+        return _from_remote(retriever, kw, cache)
     if retriever is None:
         retriever = "bm25"
-    if not isinstance(retriever, str):
-        if not hasattr(retriever, "batch_search"):
-            raise ConfigError(f"retriever must be 'bm25', 'dense', 'hybrid', an http:// URL or an object with "
-                              f"search/batch_search, got {type(retriever).__name__}")
-        return _maybe_cache(retriever, cache)
-    if _is_url(retriever):
-        key = ("url", retriever, _freeze(kw), _freeze(cache))
-        with _LOCK:
-            if key not in _RETRIEVERS:
-                from searchgym.retrieval.remote import RemoteRetriever
-
-                _RETRIEVERS[key] = _maybe_cache(RemoteRetriever(retriever, **kw), cache)
-            return _RETRIEVERS[key]
     if retriever not in RETRIEVER_KINDS:
-        raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)}, an http:// URL or a Retriever "
-                          f"object, got {retriever!r}")
+        raise ConfigError(f"retriever must be one of {list(RETRIEVER_KINDS)}, an http:// URL, ray://APP or a "
+                          f"Retriever object, got {retriever!r}")
     if corpus is None:
-        if dataset is not None and not (isinstance(dataset, str) and dataset in WORLD_SPLITS):
-            raise ConfigError("dataset= names a file or a list of examples but no corpus= was given; pass the "
-                              "corpus its questions are about (a corpus file or an index directory), or a "
-                              "retriever URL/object")
-        key = ("world", world_seed, retriever, _freeze(kw), _freeze(cache))
-        with _LOCK:
-            if key not in _RETRIEVERS:
-                _RETRIEVERS[key] = _maybe_cache(_build_world(retriever, world_seed, kw), cache)
-            return _RETRIEVERS[key]
+        return _from_world(retriever, dataset, world_seed, kw, cache)
     if isinstance(corpus, (str, os.PathLike)):
-        path = Path(corpus)
-        if not path.exists():
-            from searchgym.errors import CorpusFormatError
-
-            raise CorpusFormatError("corpus file not found; pass a corpus jsonl/parquet file or an index "
-                                    "directory built with `searchgym index build`", path=str(path))
-        key = ("corpus", _file_key(path), retriever, _freeze(kw), _freeze(cache))
-        with _LOCK:
-            if key not in _RETRIEVERS:
-                from searchgym.retrieval import load_corpus
-
-                _RETRIEVERS[key] = _maybe_cache(_build(retriever, load_corpus(str(path)), kw), cache)
-            return _RETRIEVERS[key]
+        return _from_corpus_file(retriever, corpus, kw, cache)
     if isinstance(corpus, Sequence):
-        # A list of passages in memory: memoise by content (gymnasium deep-copies make() kwargs, so the
-        # same corpus comes back as another list; Passage is frozen and hashable).
-        passages = list(corpus)
-        try:
-            content: Any = hash(tuple(passages))
-        except TypeError:
-            content = id(corpus)
-        key = ("passages", len(passages), content, retriever, _freeze(kw), _freeze(cache))
-        with _LOCK:
-            if key not in _RETRIEVERS:
-                _RETRIEVERS[key] = _maybe_cache(_build(retriever, passages, kw), cache)
-            return _RETRIEVERS[key]
+        return _from_passages(retriever, corpus, kw, cache)
     raise ConfigError(f"corpus must be a file, an index directory or a list of Passage, got {type(corpus).__name__}")
 
 

@@ -1,4 +1,5 @@
-"""CLI: ``searchgym index build``, ``searchgym index info`` and ``searchgym search``.
+"""CLI: ``searchgym index build`` / ``info`` / ``split`` / ``import-faiss``, ``searchgym search`` and
+``searchgym serve-ray``.
 
 Heavy modules (bm25s, faiss, torch) are imported inside the commands so ``searchgym --help`` stays fast.
 """
@@ -164,28 +165,84 @@ def index_split(
     except SearchGymError as exc:
         _fail(exc)
     Console().print(f"[green]wrote[/] {len(dirs)} shard indexes under {out}: serve each with "
-                    f"`searchgym serve {dirs[0]} --port PORT`, then `searchgym index router URL... --out DIR`")
+                    f"`searchgym serve {dirs[0]} --port PORT`, or all of them with `searchgym serve-ray {out}`")
 
 
-def index_router(
-    urls: Annotated[list[str], typer.Argument(metavar="URL...", help="The shard servers, in shard order.")],
-    out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="The router index directory to write.")],
-    timeout: Annotated[float, typer.Option(metavar="SECONDS", help="Per-shard request timeout.")] = 10.0,
-    max_retries: Annotated[int, typer.Option(metavar="N", help="Retries per shard before it counts as down.")] = 1,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing router directory.")] = False,
+def serve_ray(
+    index: Annotated[list[str], typer.Argument(metavar="INDEX", help=(
+        "A sharded index (built with --shards), the output directory of `searchgym index split`, or its "
+        "shard directories one by one. Every node needs the same files at the same path."))],
+    replicas: Annotated[int, typer.Option("--replicas", min=1, help="Replicas of each shard deployment.")] = 1,
+    route_prefix: Annotated[str, typer.Option("--route-prefix", metavar="PATH", help=(
+        "Where Serve's proxy mounts the app: /retrieve, /health and /info under it.")) ] = "/",
+    gpus_per_shard: Annotated[float, typer.Option("--gpus-per-shard", min=0.0, help=(
+        "GPUs reserved by each shard replica (Ray `num_gpus`).")) ] = 0.0,
+    cpus_per_replica: Annotated[float, typer.Option("--cpus-per-replica", min=0.0, help=(
+        "CPUs reserved by each shard replica (Ray `num_cpus`).")) ] = 1.0,
+    address: Annotated[Optional[str], typer.Option(metavar="ADDRESS", help=(  # noqa: UP045
+        "The Ray cluster to join: 'auto' (the one `ray start` started on this machine), HOST:PORT, 'local' (start "
+        "a fresh one in this process, 256 MB object store), or none: RAY_ADDRESS, else a running local cluster, "
+        "else a fresh one.")) ] = None,
+    name: Annotated[str, typer.Option(metavar="APP", help="The Serve app's name: clients use retriever='ray://APP'.")
+                    ] = "searchgym",
+    host: Annotated[str, typer.Option(help="Address Serve's HTTP proxies bind; 0.0.0.0 exposes them.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Serve's HTTP port on every node.")] = 8000,
+    topk: Annotated[int, typer.Option(help="Results per query when a request sends no topk.")] = 3,
+    api_key_file: Annotated[Optional[Path], typer.Option("--api-key-file", help=(  # noqa: UP045
+        "Require 'Authorization: Bearer KEY' on /retrieve and /info, KEY read from this file (or set "
+        "SEARCHGYM_API_KEY).")) ] = None,
+    retries: Annotated[int, typer.Option(min=0, help="Tries again per shard call whose replica died.")] = 3,
+    shard_timeout: Annotated[float, typer.Option(metavar="SECONDS", min=0.01, help=(
+        "Per try; a shard with no live replica answers 503 after its tries.")) ] = 30.0,
+    verify: Annotated[bool, typer.Option("--verify/--no-verify", help=(
+        "Each replica checksums its index files on start (--no-verify skips it for a huge index you trust).")) ]
+    = True,
+    detach: Annotated[bool, typer.Option("--detach", help=(
+        "Return once the app is up and leave it running on the cluster (needs a cluster that outlives this "
+        "command: --address).")) ] = False,
 ) -> None:
-    """Write a router index: `searchgym serve DIR` then fans each query out to the shard servers and merges
-    exactly; a shard that does not answer is an error (HTTP 503), never fewer hits."""
+    """Serve a sharded index on Ray Serve: one deployment per shard, exact merge, the /retrieve contract on
+    every node, and retriever='ray://APP' for rollout workers in the cluster."""
+    import os
+
     from rich.console import Console
 
-    from searchgym.errors import SearchGymError
-    from searchgym.retrieval.router import write_router_index
+    from searchgym.errors import ConfigError, SearchGymError
 
-    try:
-        write_router_index(out, urls, timeout=timeout, max_retries=max_retries, overwrite=overwrite)
+    err = Console(stderr=True)
+    try:  # the shard set and the key are checked before Ray is imported or a cluster joined
+        from searchgym.retrieval.serve_ray import shard_sources
+        from searchgym.retrieval.server import read_api_key_file
+
+        if detach and (address == "local" or not (address or os.environ.get("RAY_ADDRESS"))):
+            raise ConfigError("--detach needs a cluster that stays up after this command: give --address")
+        key = read_api_key_file(api_key_file) if api_key_file else os.environ.get("SEARCHGYM_API_KEY") or None
+        sources = shard_sources(index)
+        try:
+            import ray
+
+            from searchgym.retrieval import serve_ray_app
+        except ImportError as exc:
+            raise ConfigError(f"serve-ray needs Ray Serve: pip install 'searchgym[ray]' ({exc})") from None
+        extra = {"object_store_memory": 256 * 1024 * 1024} if address == "local" else {}
+        ray.init(address=address, log_to_driver=False, configure_logging=False, **extra)
+        serve_ray_app.run(index, app=name, route_prefix=route_prefix, host=host, port=port, replicas=replicas,
+                          gpus_per_shard=gpus_per_shard, cpus_per_replica=cpus_per_replica, topk=topk, api_key=key,
+                          retries=retries, shard_timeout_s=shard_timeout, verify=verify)
     except SearchGymError as exc:
         _fail(exc)
-    Console().print(f"[green]wrote[/] router {out} over {len(urls)} shard server(s)")
+    except (ConnectionError, RuntimeError) as exc:  # no cluster at --address, or Serve could not deploy the app
+        _fail(ConfigError(f"Ray did not start the app ({type(exc).__name__}: {str(exc)[:1000]})"))
+    base = f"http://{host}:{port}{route_prefix.rstrip('/')}"
+    err.print(f"[green]serving[/] {len(sources)} shard(s) x {replicas} replica(s) as Ray Serve app {name!r}: "
+              f"POST {base}/retrieve on every node, retriever='ray://{name}' in the cluster")
+    if detach:
+        return
+    err.print("Ctrl-C stops it")
+    serve_ray_app.Waiter().wait()
+    from ray import serve
+
+    serve.delete(name)
 
 
 def index_import_faiss(
@@ -217,6 +274,6 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     groups["index"].command("build")(index_build)
     groups["index"].command("info")(index_info_cmd)
     groups["index"].command("split")(index_split)
-    groups["index"].command("router")(index_router)
     groups["index"].command("import-faiss")(index_import_faiss)
     app.command("search")(search_cmd)
+    app.command("serve-ray")(serve_ray)

@@ -110,7 +110,7 @@ class BackendSpec:
 _REGISTRY: dict[str, BackendSpec] = {}
 # The built-in backends, imported by module name when a manifest first names one.
 _BUILTIN = {"bm25": "searchgym.retrieval.bm25", "dense": "searchgym.retrieval.dense",
-            "bm25_sharded": "searchgym.retrieval.sharded", "bm25_router": "searchgym.retrieval.router",
+            "bm25_sharded": "searchgym.retrieval.sharded",
             "dense_faiss": "searchgym.retrieval.dense_scale"}
 
 

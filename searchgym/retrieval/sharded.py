@@ -381,7 +381,24 @@ _kernel: Any = None
 _maxscore: Any = None
 _sift_down: Any = None
 _seek: Any = None
+_distinct_terms: Any = None
+_term_bounds: Any = None
+_order_terms: Any = None
+_seed_candidates: Any = None
+_score_seeds: Any = None
+_accumulate: Any = None
+_kth_partial: Any = None
+_candidates: Any = None
+_exact_score: Any = None
+_heap_offer: Any = None
+_score_candidates: Any = None
+_heap_sorted: Any = None
+_maxscore_query: Any = None
 _kernel_lock = threading.Lock()
+# the MaxScore kernel's steps, compiled (or bound to their _py versions) in this order by _compile
+_STEPS = ("_sift_down", "_seek", "_distinct_terms", "_term_bounds", "_order_terms", "_seed_candidates",
+          "_score_seeds", "_accumulate", "_kth_partial", "_candidates", "_exact_score", "_heap_offer",
+          "_score_candidates", "_heap_sorted", "_maxscore_query", "_maxscore")
 
 
 def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, acc: np.ndarray,
@@ -439,6 +456,315 @@ def _score_py(qids: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: n
     return size
 
 
+def _distinct_terms_py(qids: np.ndarray, a: int, m: int, n_terms: int, uterm: np.ndarray, ucount: np.ndarray,
+                       pos_u: np.ndarray) -> int:
+    """The query's distinct terms (``uterm``), their counts and each position's term; -1: a term out of range."""
+    nu = 0
+    for p in range(m):
+        t = qids[a + p]
+        if t < 0 or t >= n_terms:
+            return -1
+        f = -1
+        for u in range(nu):
+            if uterm[u] == t:
+                f = u
+                break
+        if f < 0:
+            f = nu
+            uterm[nu] = t
+            ucount[nu] = 0
+            nu += 1
+        ucount[f] += 1
+        pos_u[p] = f
+    return nu
+
+
+def _term_bounds_py(uterm: np.ndarray, ucount: np.ndarray, nu: int, data: np.ndarray, indptr: np.ndarray,
+                    n_nnz: int, tbound: np.ndarray, ubound: np.ndarray) -> int:
+    """Each term's bound (count x its largest score here, cached in ``tbound`` per shard and term) into ``ubound``.
+    Returns 0, 1 when a term has a negative score (the query needs the exhaustive kernel), -1 on a bad offset."""
+    negative = 0
+    for u in range(nu):
+        t = uterm[u]
+        s = indptr[t]
+        e = indptr[t + 1]
+        if s < 0 or e < s or e > n_nnz:
+            return -1
+        bd = tbound[t]
+        if np.isnan(bd):
+            mx = np.float32(0.0)
+            neg = False
+            for j in range(s, e):
+                v = data[j]
+                mx = max(mx, v)
+                if v < 0:
+                    neg = True
+            bd = np.float32(-1.0) if neg else mx
+            tbound[t] = bd
+        if bd < 0:
+            negative = 1
+        ubound[u] = ucount[u] * np.float64(bd)
+    return negative
+
+
+def _order_terms_py(uterm: np.ndarray, ucount: np.ndarray, ubound: np.ndarray, nu: int, indptr: np.ndarray,
+                    order: np.ndarray, rank: np.ndarray, scount: np.ndarray, cur: np.ndarray, end: np.ndarray,
+                    cum: np.ndarray) -> float:
+    """Terms by bound ascending (insertion sort: a query has a few terms): each term's rank, and per rank its
+    count, posting range and the bounds summed so far. Returns the sum of all bounds."""
+    for u in range(nu):
+        order[u] = u
+    for i in range(1, nu):
+        x = order[i]
+        j = i - 1
+        while j >= 0 and ubound[order[j]] > ubound[x]:
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = x
+    total = 0.0
+    for i in range(nu):
+        u = order[i]
+        rank[u] = i
+        scount[i] = ucount[u]
+        t = uterm[u]
+        cur[i] = indptr[t]
+        end[i] = indptr[t + 1]
+        total += ubound[u]
+        cum[i] = total
+    return total
+
+
+def _seed_candidates_py(nu: int, k: int, cur: np.ndarray, end: np.ndarray, indices: np.ndarray, n_docs: int,
+                        cand: np.ndarray) -> int:
+    """Step 0: the passages of the rarest terms (at most ``len(cand)``), sorted; -1 on a row out of range."""
+    cap = cand.shape[0]
+    ncand = 0
+    for i in range(nu - 1, -1, -1):
+        ln = end[i] - cur[i]
+        take = ln if ncand + ln <= cap else (cap - ncand if ncand < k else 0)
+        if take <= 0:
+            break
+        for j in range(cur[i], cur[i] + take):
+            x = indices[j]
+            if x < 0 or x >= n_docs:
+                return -1
+            cand[ncand] = x
+            ncand += 1
+    cand[:ncand].sort()
+    return ncand
+
+
+def _score_seeds_py(cand: np.ndarray, ncand: int, nu: int, m: int, cur: np.ndarray, end: np.ndarray,
+                    indices: np.ndarray, data: np.ndarray, pos_s: np.ndarray, scur: np.ndarray, c: np.ndarray,
+                    seeds: np.ndarray) -> int:
+    """Step 0: the exact scores of the (sorted) candidates into ``seeds``; returns how many are positive."""
+    nseed = 0
+    for i in range(nu):
+        scur[i] = cur[i]
+    for j in range(ncand):
+        d = cand[j]
+        if j > 0 and d == cand[j - 1]:
+            continue
+        for i in range(nu):  # the candidates ascend: each term's cursor only moves forward
+            lo = _seek(indices, scur[i], end[i], d)
+            scur[i] = lo
+            c[i] = data[lo] if lo < end[i] and indices[lo] == d else 0
+        sc = np.float32(0.0)
+        for p in range(m):
+            sc += c[pos_s[p]]
+        if sc > 0:
+            seeds[nseed] = sc
+            nseed += 1
+    return nseed
+
+
+def _accumulate_py(fe: int, nu: int, scount: np.ndarray, cur: np.ndarray, end: np.ndarray, indices: np.ndarray,
+                   data: np.ndarray, n_docs: int, acc: np.ndarray, touched: np.ndarray) -> int:
+    """Step 1: the essential terms' postings summed term at a time into ``acc`` (an approximate partial score);
+    returns how many passages were touched (listed in ``touched``), or -1 on a row out of range (``acc`` cleared)."""
+    n = 0
+    for i in range(fe, nu):
+        w = np.float32(scount[i])  # a term twice in the query counts twice
+        for j in range(cur[i], end[i]):
+            d = indices[j]
+            if d < 0 or d >= n_docs:
+                for jj in range(n):
+                    acc[touched[jj]] = 0
+                return -1
+            v = w * data[j]
+            if v > 0:  # a passage is listed once, when its partial score turns positive
+                if acc[d] == 0:
+                    touched[n] = d
+                    n += 1
+                acc[d] += v
+    return n
+
+
+def _kth_partial_py(acc: np.ndarray, touched: np.ndarray, n: int, k: int, best: np.ndarray) -> Any:
+    """Step 2: the k-th best partial score of the ``n >= k`` touched passages (a min-heap of the k best)."""
+    hn = 0
+    for jj in range(n):
+        v = acc[touched[jj]]
+        if hn < k:
+            ch = hn
+            hn += 1
+            while ch > 0:
+                par = (ch - 1) // 2
+                if v < best[par]:
+                    best[ch] = best[par]
+                    ch = par
+                else:
+                    break
+            best[ch] = v
+        elif v > best[0]:
+            ch = 0
+            while True:
+                left = 2 * ch + 1
+                if left >= hn:
+                    break
+                w = left
+                if left + 1 < hn and best[left + 1] < best[left]:
+                    w = left + 1
+                if best[w] < v:
+                    best[ch] = best[w]
+                    ch = w
+                else:
+                    break
+            best[ch] = v
+    return best[0]
+
+
+def _candidates_py(acc: np.ndarray, touched: np.ndarray, n: int, slack: float, rest: float, seed: float) -> int:
+    """Step 2: keep (sorted, at the front of ``touched``) the passages whose partial score plus the
+    non-essential terms' bound can reach ``seed``; clears ``acc``. Returns how many."""
+    nc = 0
+    for jj in range(n):
+        d = touched[jj]
+        ub = (np.float64(acc[d]) * slack + rest) * slack
+        acc[d] = 0
+        if not ub < seed:
+            touched[nc] = d
+            nc += 1
+    touched[:nc].sort()
+    return nc
+
+
+def _exact_score_py(d: int, nu: int, m: int, cum: np.ndarray, slack: float, theta: float, seed: float,
+                    cur: np.ndarray, end: np.ndarray, indices: np.ndarray, data: np.ndarray, scount: np.ndarray,
+                    pos_s: np.ndarray, c: np.ndarray) -> Any:
+    """Step 3: passage ``d``'s exact score (float32, summed in query order), each term's posting found by
+    galloping search, highest bound first; -1 as soon as the known part plus the bounds of the terms left
+    cannot reach the k-th score."""
+    known = 0.0
+    for i in range(nu - 1, -1, -1):
+        ub = (known + cum[i]) * slack
+        if ub <= theta or ub < seed:
+            return np.float32(-1.0)
+        c[i] = 0
+        lo = _seek(indices, cur[i], end[i], d)
+        cur[i] = lo
+        if lo < end[i] and indices[lo] == d:
+            c[i] = data[lo]
+            known += scount[i] * c[i]
+            cur[i] = lo + 1
+    sc = np.float32(0.0)
+    for p in range(m):
+        sc += c[pos_s[p]]
+    return sc
+
+
+def _heap_offer_py(hs: np.ndarray, hr: np.ndarray, size: int, k: int, sc: Any, d: int) -> int:
+    """Offer (sc, d) to a min-heap of at most ``k`` by (score asc, row desc): the root is the worst kept.
+    Returns the new size."""
+    if size < k:  # push, sift up
+        ch = size
+        while ch > 0:
+            par = (ch - 1) // 2
+            if sc < hs[par] or (sc == hs[par] and d > hr[par]):  # the new one is worse: it rises
+                hs[ch] = hs[par]
+                hr[ch] = hr[par]
+                ch = par
+            else:
+                break
+        hs[ch] = sc
+        hr[ch] = d
+        return size + 1
+    if sc > hs[0] or (sc == hs[0] and d < hr[0]):  # better than the worst: replace it, sift down
+        _sift_down(hs, hr, 0, size, sc, d)
+    return size
+
+
+def _score_candidates_py(touched: np.ndarray, nc: int, nu: int, m: int, k: int, fl: float, slack: float,
+                         seed: float, cum: np.ndarray, cur: np.ndarray, end: np.ndarray, indices: np.ndarray,
+                         data: np.ndarray, scount: np.ndarray, pos_s: np.ndarray, c: np.ndarray, hs: np.ndarray,
+                         hr: np.ndarray) -> int:
+    """Step 3: the candidates' exact scores in row order into the heap ``hs`` / ``hr``; returns its size."""
+    theta = fl  # the score a passage must beat: the floor, then the heap's k-th once it holds k
+    size = 0
+    for jj in range(nc):
+        d = touched[jj]
+        sc = _exact_score(d, nu, m, cum, slack, theta, seed, cur, end, indices, data, scount, pos_s, c)
+        if not sc > 0 or not sc > fl:
+            continue
+        size = _heap_offer(hs, hr, size, k, sc, d)
+        if size == k:
+            theta = max(theta, np.float64(hs[0]))
+    return size
+
+
+def _heap_sorted_py(hs: np.ndarray, hr: np.ndarray, size: int) -> None:
+    """The heap -> (score desc, row asc), in place: pop the worst to the back."""
+    for last in range(size - 1, 0, -1):
+        ws = hs[0]
+        wr = hr[0]
+        _sift_down(hs, hr, 0, last, hs[last], hr[last])
+        hs[last] = ws
+        hr[last] = wr
+
+
+def _maxscore_query_py(qids: np.ndarray, a: int, m: int, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
+                       n_docs: int, tbound: np.ndarray, k: int, fl: float, acc: np.ndarray, touched: np.ndarray,
+                       hs: np.ndarray, hr: np.ndarray, w: Any) -> int:
+    """One query (``qids[a:a + m]``) of :func:`_maxscore_py`: its count of hits in ``hs`` / ``hr`` (sorted),
+    -2 for the exhaustive kernel, -1 for a damaged shard. ``w`` holds the scratch arrays."""
+    (uterm, ucount, ubound, pos_u, order, rank, cur, end, cum, pos_s, scount, c, scur, cand, seeds, best) = w
+    nu = _distinct_terms(qids, a, m, indptr.shape[0] - 1, uterm, ucount, pos_u)
+    if nu < 0:
+        return -1
+    neg = _term_bounds(uterm, ucount, nu, data, indptr, indices.shape[0], tbound, ubound)
+    if neg != 0:
+        return -1 if neg < 0 else -2
+    total = _order_terms(uterm, ucount, ubound, nu, indptr, order, rank, scount, cur, end, cum)
+    for p in range(m):
+        pos_s[p] = rank[pos_u[p]]
+    slack = 1.0 + (m + 1) * 2.0 ** -22
+    if total * slack <= fl:  # no passage of this shard can beat the earlier shards' k-th score
+        return 0
+    # 0. a first lower bound of the k-th score: the exact scores of the passages of the rarest terms; a passage
+    # must also beat the earlier shards' k-th score, so that is a lower bound too
+    ncand = _seed_candidates(nu, k, cur, end, indices, n_docs, cand)
+    if ncand < 0:
+        return -1
+    nseed = _score_seeds(cand, ncand, nu, m, cur, end, indices, data, pos_s, scur, c, seeds)
+    seed = fl
+    if nseed >= k:
+        seed = max(seed, np.float64(np.sort(seeds[:nseed])[nseed - k]))
+    fe = 0  # 1. the first essential term, then the essential terms' postings
+    while fe < nu and cum[fe] * slack < _NON_ESSENTIAL * seed:
+        fe += 1
+    rest = cum[fe - 1] if fe > 0 else 0.0  # the bound of the non-essential terms together
+    n = _accumulate(fe, nu, scount, cur, end, indices, data, n_docs, acc, touched)
+    if n < 0:
+        return -1
+    if n >= k:  # 2. the k-th best partial score, less its float32 rounding, is a lower bound too
+        seed = max(seed, np.float64(_kth_partial(acc, touched, n, k, best)) / (slack * slack))
+    nc = _candidates(acc, touched, n, slack, rest, seed)
+    size = _score_candidates(touched, nc, nu, m, k, fl, slack, seed, cum, cur, end, indices, data, scount, pos_s,
+                             c, hs, hr)  # 3.
+    _heap_sorted(hs, hr, size)
+    return size
+
+
 def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray,
                  n_docs: int, tbound: np.ndarray, k: int, floor: np.ndarray, acc: np.ndarray, touched: np.ndarray,
                  out_s: np.ndarray, out_r: np.ndarray, out_n: np.ndarray) -> int:
@@ -477,254 +803,23 @@ def _maxscore_py(qids: np.ndarray, qptr: np.ndarray, data: np.ndarray, indices: 
     except in step 3, where the rows ascend: a passage that only ties the heap's k-th score comes after it
     and cannot displace it, so ``<=`` is exact there. ``acc`` is left all zero.
     """
-    n_nnz = indices.shape[0]
-    n_terms = indptr.shape[0] - 1
     nq = qptr.shape[0] - 1
     maxm = 1
     for q in range(nq):
         maxm = max(maxm, qptr[q + 1] - qptr[q])
-    uterm = np.empty(maxm, np.int64)
-    ucount = np.empty(maxm, np.int64)
-    ubound = np.empty(maxm, np.float64)
-    pos_u = np.empty(maxm, np.int64)
-    order = np.empty(maxm, np.int64)
-    rank = np.empty(maxm, np.int64)
-    cur = np.empty(maxm, np.int64)
-    end = np.empty(maxm, np.int64)
-    cum = np.empty(maxm, np.float64)
-    pos_s = np.empty(maxm, np.int64)
-    scount = np.empty(maxm, np.float64)
-    c = np.empty(maxm, np.float32)
-    scur = np.empty(maxm, np.int64)
     cap = max(3 * k, 32)  # passages scored exactly for the first lower bound
-    cand = np.empty(cap, np.int64)
-    seeds = np.empty(cap, np.float32)
-    best = np.empty(k, np.float32)
+    w = (np.empty(maxm, np.int64), np.empty(maxm, np.int64), np.empty(maxm, np.float64), np.empty(maxm, np.int64),
+         np.empty(maxm, np.int64), np.empty(maxm, np.int64), np.empty(maxm, np.int64), np.empty(maxm, np.int64),
+         np.empty(maxm, np.float64), np.empty(maxm, np.int64), np.empty(maxm, np.float64),
+         np.empty(maxm, np.float32), np.empty(maxm, np.int64), np.empty(cap, np.int64), np.empty(cap, np.float32),
+         np.empty(k, np.float32))
     for q in range(nq):
         a = qptr[q]
-        m = qptr[q + 1] - a
-        out_n[q] = 0
-        # the distinct terms, their count in the query and each query position's term
-        nu = 0
-        for p in range(m):
-            t = qids[a + p]
-            if t < 0 or t >= n_terms:
-                return -1
-            f = -1
-            for u in range(nu):
-                if uterm[u] == t:
-                    f = u
-                    break
-            if f < 0:
-                f = nu
-                uterm[nu] = t
-                ucount[nu] = 0
-                nu += 1
-            ucount[f] += 1
-            pos_u[p] = f
-        # each term's bound, computed once per shard and term
-        negative = False
-        for u in range(nu):
-            t = uterm[u]
-            s = indptr[t]
-            e = indptr[t + 1]
-            if s < 0 or e < s or e > n_nnz:
-                return -1
-            bd = tbound[t]
-            if np.isnan(bd):
-                mx = np.float32(0.0)
-                neg = False
-                for j in range(s, e):
-                    v = data[j]
-                    mx = max(mx, v)
-                    if v < 0:
-                        neg = True
-                bd = np.float32(-1.0) if neg else mx
-                tbound[t] = bd
-            if bd < 0:
-                negative = True
-            ubound[u] = ucount[u] * np.float64(bd)
-        if negative:
-            out_n[q] = -2
-            continue
-        # order the terms by bound, ascending (insertion sort: a query has a few terms)
-        for u in range(nu):
-            order[u] = u
-        for i in range(1, nu):
-            x = order[i]
-            j = i - 1
-            while j >= 0 and ubound[order[j]] > ubound[x]:
-                order[j + 1] = order[j]
-                j -= 1
-            order[j + 1] = x
-        total = 0.0
-        for i in range(nu):
-            u = order[i]
-            rank[u] = i
-            scount[i] = ucount[u]
-            t = uterm[u]
-            cur[i] = indptr[t]
-            end[i] = indptr[t + 1]
-            total += ubound[u]
-            cum[i] = total
-        for p in range(m):
-            pos_s[p] = rank[pos_u[p]]
-        slack = 1.0 + (m + 1) * 2.0 ** -22
-        if total * slack <= floor[q]:  # no passage of this shard can beat the earlier shards' k-th score
-            continue
-        # a first lower bound of the k-th score: the exact scores of the passages of the rarest terms
-        ncand = 0
-        for i in range(nu - 1, -1, -1):
-            ln = end[i] - cur[i]
-            take = ln if ncand + ln <= cap else (cap - ncand if ncand < k else 0)
-            if take <= 0:
-                break
-            for j in range(cur[i], cur[i] + take):
-                x = indices[j]
-                if x < 0 or x >= n_docs:
-                    return -1
-                cand[ncand] = x
-                ncand += 1
-        cand[:ncand].sort()
-        nseed = 0
-        for i in range(nu):
-            scur[i] = cur[i]
-        for j in range(ncand):
-            d = cand[j]
-            if j > 0 and d == cand[j - 1]:
-                continue
-            for i in range(nu):  # the candidates ascend: each term's cursor only moves forward
-                lo = _seek(indices, scur[i], end[i], d)
-                scur[i] = lo
-                c[i] = data[lo] if lo < end[i] and indices[lo] == d else 0
-            sc = np.float32(0.0)
-            for p in range(m):
-                sc += c[pos_s[p]]
-            if sc > 0:
-                seeds[nseed] = sc
-                nseed += 1
-        fl = np.float64(floor[q])
-        seed = fl  # a passage must beat the earlier shards' k-th score, so that is a lower bound too
-        if nseed >= k:
-            seed = max(seed, np.float64(np.sort(seeds[:nseed])[nseed - k]))
-        theta = fl  # the score a passage must beat: the floor, then the heap's k-th once it holds k
-        size = 0
-        fe = 0  # the first essential term
-        while fe < nu and cum[fe] * slack < _NON_ESSENTIAL * seed:
-            fe += 1
-        rest = cum[fe - 1] if fe > 0 else 0.0  # the bound of the non-essential terms together
-        # 1. the essential terms' postings, term at a time: an approximate partial score per passage
-        n = 0
-        for i in range(fe, nu):
-            w = np.float32(scount[i])  # a term twice in the query counts twice
-            for j in range(cur[i], end[i]):
-                d = indices[j]
-                if d < 0 or d >= n_docs:
-                    for jj in range(n):
-                        acc[touched[jj]] = 0
-                    return -1
-                v = w * data[j]
-                if v > 0:  # a passage is listed once, when its partial score turns positive
-                    if acc[d] == 0:
-                        touched[n] = d
-                        n += 1
-                    acc[d] += v
-        # 2. a better lower bound of the k-th score: the k-th best partial score (contributions are >= 0, so a
-        # partial score, less its float32 rounding, is at most the full one); then the candidates: passages
-        # whose partial score plus the rest's bound can reach that bound
-        if n >= k:
-            hn = 0
-            for jj in range(n):
-                v = acc[touched[jj]]
-                if hn < k:  # a min-heap of the k best partial scores
-                    ch = hn
-                    hn += 1
-                    while ch > 0:
-                        par = (ch - 1) // 2
-                        if v < best[par]:
-                            best[ch] = best[par]
-                            ch = par
-                        else:
-                            break
-                    best[ch] = v
-                elif v > best[0]:
-                    ch = 0
-                    while True:
-                        left = 2 * ch + 1
-                        if left >= hn:
-                            break
-                        w = left
-                        if left + 1 < hn and best[left + 1] < best[left]:
-                            w = left + 1
-                        if best[w] < v:
-                            best[ch] = best[w]
-                            ch = w
-                        else:
-                            break
-                    best[ch] = v
-            low = np.float64(best[0]) / (slack * slack)
-            seed = max(seed, low)
-        nc = 0
-        for jj in range(n):
-            d = touched[jj]
-            ub = (np.float64(acc[d]) * slack + rest) * slack
-            acc[d] = 0
-            if not ub < seed:
-                touched[nc] = d
-                nc += 1
-        touched[:nc].sort()
-        # 3. exact scores in row order: every term's posting found by galloping search, while the known
-        # contributions plus the bound of the terms not yet looked up can still reach the k-th score
-        for jj in range(nc):
-            d = touched[jj]
-            known = 0.0
-            pruned = False
-            for i in range(nu - 1, -1, -1):
-                ub = (known + cum[i]) * slack
-                if ub <= theta or ub < seed:
-                    pruned = True
-                    break
-                c[i] = 0
-                lo = _seek(indices, cur[i], end[i], d)
-                cur[i] = lo
-                if lo < end[i] and indices[lo] == d:
-                    c[i] = data[lo]
-                    known += scount[i] * c[i]
-                    cur[i] = lo + 1
-            if pruned:
-                continue
-            sc = np.float32(0.0)
-            for p in range(m):
-                sc += c[pos_s[p]]
-            if not sc > 0 or not sc > fl:
-                continue
-            if size < k:  # push, sift up (the root is the worst kept: lowest score, then highest row)
-                ch = size
-                size += 1
-                while ch > 0:
-                    par = (ch - 1) // 2
-                    if sc < out_s[q, par] or (sc == out_s[q, par] and d > out_r[q, par]):
-                        out_s[q, ch] = out_s[q, par]
-                        out_r[q, ch] = out_r[q, par]
-                        ch = par
-                    else:
-                        break
-                out_s[q, ch] = sc
-                out_r[q, ch] = d
-            elif sc > out_s[q, 0] or (sc == out_s[q, 0] and d < out_r[q, 0]):
-                _sift_down(out_s[q], out_r[q], 0, size, sc, d)
-            else:
-                continue
-            if size == k:
-                theta = max(theta, np.float64(out_s[q, 0]))
-        # heap -> (score desc, row asc): pop the worst to the back
-        out_n[q] = size
-        for last in range(size - 1, 0, -1):
-            ws = out_s[q, 0]
-            wr = out_r[q, 0]
-            _sift_down(out_s[q], out_r[q], 0, last, out_s[q, last], out_r[q, last])
-            out_s[q, last] = ws
-            out_r[q, last] = wr
+        got = _maxscore_query(qids, a, qptr[q + 1] - a, data, indices, indptr, n_docs, tbound, k,
+                              np.float64(floor[q]), acc, touched, out_s[q], out_r[q], w)
+        if got == -1:
+            return -1
+        out_n[q] = got
     return 0
 
 
@@ -779,20 +874,22 @@ def _get_maxscore() -> Any:
 
 
 def _compile() -> None:
-    global _kernel, _maxscore, _sift_down, _seek
+    global _kernel
     if _kernel is None:
         with _kernel_lock:
             if _kernel is None:
+                g = globals()
                 try:
                     import numba
                 except ImportError:  # install searchgym[fast] for numba
-                    _sift_down, _seek, _maxscore, _kernel = _sift_down_py, _seek_py, _maxscore_py, _score_py
+                    for name in _STEPS:
+                        g[name] = g[name + "_py"]
+                    _kernel = _score_py
                     return
                 for cache in (True, False):
                     try:
-                        _sift_down = numba.njit(nogil=True, cache=cache)(_sift_down_py)
-                        _seek = numba.njit(nogil=True, cache=cache)(_seek_py)
-                        _maxscore = numba.njit(nogil=True, cache=cache)(_maxscore_py)
+                        for name in _STEPS:  # a step calls the compiled steps before it (globals at compile time)
+                            g[name] = numba.njit(nogil=True, cache=cache)(g[name + "_py"])
                         _kernel = numba.njit(nogil=True, cache=cache)(_score_py)
                         break
                     except (RuntimeError, OSError):
@@ -966,6 +1063,27 @@ class ShardedBM25Retriever:
             floor = np.where(np.isfinite(top_s[:, -1]), top_s[:, -1], -1.0).astype(np.float64)
         return top_s, top_r
 
+    def _encode(self, queries: Sequence[str]) -> list[np.ndarray]:
+        try:
+            return [np.asarray(self._qenc.ids(q), dtype=np.int64) for q in queries]
+        except (AttributeError, TypeError):
+            bad = next(q for q in queries if not isinstance(q, str))
+            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
+
+    def search_shard(self, queries: Sequence[str], k: int, shard: int) -> list[list[tuple[int, float]]]:
+        """Shard ``shard``'s own top ``k`` for each query as ``(row, score)`` pairs, rows of this index, in
+        (score desc, row asc) order: what one shard deployment of :mod:`.serve_ray` answers. Merging the
+        shards' lists by (score desc, row asc) gives :meth:`batch_search`'s answer exactly."""
+        if isinstance(queries, str):
+            raise TypeError("search_shard takes a list of queries")
+        k = min(int(k), len(self))
+        encoded = self._encode(queries)
+        if k <= 0 or not any(len(q) for q in encoded):
+            return [[] for _ in queries]
+        top_s, top_r = self._pruned(encoded, k, [self._shards[shard]])
+        return [[(r, s) for s, r in zip(sc.tolist(), rows.tolist()) if s != -math.inf]
+                for sc, rows in zip(top_s, top_r)]
+
     def batch_search(self, queries: Sequence[str], k: int = 3, *, n_threads: int | None = None
                      ) -> list[list[Hit]]:
         if isinstance(queries, str):
@@ -973,11 +1091,7 @@ class ShardedBM25Retriever:
         if k <= 0:
             return [[] for _ in queries]
         k = min(int(k), len(self))
-        try:
-            encoded = [np.asarray(self._qenc.ids(q), dtype=np.int64) for q in queries]
-        except (AttributeError, TypeError):
-            bad = next(q for q in queries if not isinstance(q, str))
-            raise QueryError(f"a query must be a string, got {type(bad).__name__}: {bad!r:.80}") from None
+        encoded = self._encode(queries)
         if not any(len(q) for q in encoded):
             return [[] for _ in queries]
         threads = max(1, min(self.n_threads if n_threads is None else n_threads, self.n_shards))
