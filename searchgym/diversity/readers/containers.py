@@ -22,7 +22,7 @@ import re
 import stat
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +47,7 @@ class Source:
     container: str          # jsonl | json-array | json-object | csv | tsv | parquet | text | empty
     compression: str = ""   # gzip or ""
     limit: int = B.DEFAULT_MAX_BYTES  # the input budget it was read under (Parquet rows count against it)
-    open_tail: int = 0      # JSONL: the number of a last line without its newline (set while reading)
+    cut_lines: list[str] = field(default_factory=list)  # JSONL: "file, line N" of a cut last line, left out
 
     def text(self, errors: str = "strict") -> str:
         return self.data.decode("utf-8-sig", errors=errors)
@@ -282,8 +282,9 @@ def json_array(src: Source) -> Iterator[tuple[int, Any]]:
 
 def jsonl_lines(src: Source) -> Iterator[tuple[int, bytes]]:
     """(line number, raw line) of the non-blank lines, without splitting the whole input at once; runs of
-    blank lines are skipped by one regex search (C speed, however long). A last line without its newline
-    is noted in ``src.open_tail`` (a dump still being written: see ``cut_tail``)."""
+    blank lines are skipped by one regex search (C speed, however long). A last line cut mid-record (no
+    newline after it, not valid JSON: a dump still being written) is left out and named in
+    ``src.cut_lines``."""
     data = src.data
     n = len(data)
     start, lineno = 0, 1  # the line that holds ``start``
@@ -295,25 +296,27 @@ def jsonl_lines(src: Source) -> Iterator[tuple[int, bytes]]:
         lineno += data.count(b"\n", start, k)
         ls = data.rfind(b"\n", start, k) + 1 or start
         e = data.find(b"\n", k)
-        e = n if e < 0 else e
-        if e == n:
-            src.open_tail = lineno
+        if e < 0:
+            e = n
+            if _is_cut(data[ls:]):
+                where = f"{src.path}, line {lineno}"
+                if where not in src.cut_lines:  # (detection reads the same source first)
+                    src.cut_lines.append(where)
+                return
         yield lineno, data[ls:e]
         start = e + 1
         lineno += 1
 
 
-def cut_tail(src: Source, lineno: int, exc: BadRecord, stats: Any) -> bool:
-    """Whether a bad JSONL line is the cut last line of a dump still being written (no newline after it,
-    not valid JSON or cut inside a character): then it is skipped with a warning naming file and line
-    (``stats.cut_lines``) and the rest is read."""
-    if src.open_tail != lineno or exc.reason not in ("not valid JSON", "not UTF-8"):
+def _is_cut(last: bytes) -> bool:
+    """Whether a last line without its newline is a record cut short (a whole one ends in ``}`` or ``]``)."""
+    if last.rstrip()[-1:] in (b"}", b"]"):
         return False
-    where = f"{src.path}, line {lineno}"
-    cut = getattr(stats, "cut_lines", None)
-    if cut is not None and where not in cut:
-        cut.append(where)
-    return True
+    try:
+        decode_json(last)
+    except BadRecord as exc:
+        return exc.reason in ("not valid JSON", "not UTF-8")
+    return False
 
 
 def _cell(v: Any) -> Any:

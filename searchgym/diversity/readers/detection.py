@@ -173,8 +173,7 @@ def _records(src: Source, stats: ReadStats, lenient: bool, *,
         try:
             val = _decode(raw)
         except _BadRecord as exc:
-            if not C.cut_tail(src, lineno, exc, stats):  # (a dump still being written: skipped, with a warning)
-                _skip_or_raise(exc, f"{path}, line {lineno}", stats, lenient)
+            _skip_or_raise(exc, f"{path}, line {lineno}", stats, lenient)
             continue
         if unwrap and lineno == 1 and isinstance(val, dict) and not _looks_like_episode(val):
             recs = _unwrap(val)
@@ -183,6 +182,7 @@ def _records(src: Source, stats: ReadStats, lenient: bool, *,
                     yield i, "record", r
                 continue
         yield lineno, "line", val
+    stats.cut_lines.extend(src.cut_lines)  # a cut last line (a dump still being written): skipped, with a warning
 
 
 _NotJSON = C.NotJSON
