@@ -73,14 +73,16 @@ def _read_all(path: Path, limit: int) -> bytes:
         if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
             raise TrajectoryFormatError(f"{path} is a device, not a file or a pipe: give a run file, a folder or a "
                                         "pipe (<(zcat run.jsonl.gz))")
+        want = _CHUNK
         if stat.S_ISREG(mode):
             size = os.fstat(fh.fileno()).st_size
             if size > limit:
                 raise TrajectoryFormatError(B.too_big(path, f"holds {size:,} bytes,", limit))
+            want = size + 1  # one read, one buffer (more only if the file grows meanwhile)
         chunks: list[bytes] = []
         total = 0
         while True:
-            chunk = fh.read(_CHUNK if not chunks else max(_CHUNK, total))  # doubling: few chunks to join
+            chunk = fh.read(want if not chunks else max(_CHUNK, total))  # doubling: few chunks to join
             if not chunk:
                 break
             total += len(chunk)

@@ -64,6 +64,9 @@ def _row_slices(src: Any) -> Iterator[list[dict[str, Any]]]:
 
     pf = _open(src.data)
     cap = _expansion_cap(len(src.data), src.limit)
+    md = pf.metadata  # the row groups' own (encoded) sizes first: a file that states more is refused unread
+    if sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)) > cap:
+        raise TrajectoryFormatError(_bomb(src.path, len(src.data), cap, src.limit))
     total = 0
     for batch in pf.iter_batches(batch_size=BATCH_ROWS):
         size = sum(_dense_bytes(c) for c in batch.columns)
