@@ -179,16 +179,14 @@ def test_react_trace_in_a_prompt_field_after_few_shot_examples(tmp_path):
     assert run.episodes[0].question == "Where is the Kell?"
 
 
-def test_container_edge_cases(tmp_path, monkeypatch):
-    from searchgym.diversity.readers import containers
+def test_container_edge_cases(tmp_path):
+    from searchgym.diversity.readers import budget
     from searchgym.errors import TrajectoryFormatError
 
     bomb = tmp_path / "bomb.jsonl.gz"
     bomb.write_bytes(gzip.compress(b"\n" * 5_000_000))
-    monkeypatch.setattr(containers, "MAX_DECOMPRESSED", 1_000_000)
-    with pytest.raises(TrajectoryFormatError, match="decompresses to more than"):
+    with budget.limit(1_000_000), pytest.raises(TrajectoryFormatError, match="decompresses to more than"):
         read_run(bomb)
-    monkeypatch.undo()
     bad = tmp_path / "bad.json"
     bad.write_text('[{"question": "q", "queries": ["a"]}, {"question": }]')
     with pytest.raises(TrajectoryFormatError, match="record 1"):

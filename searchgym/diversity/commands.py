@@ -69,6 +69,9 @@ def analyze_command(
         "--explain", help="Print where each field of the first records was found (as --map expressions), which "
                           "readings were considered and what is missing; for a file nothing is found in, its keys "
                           "and a suggested --map. Writes no report.")] = False,
+    max_bytes: Annotated[str | None, typer.Option(
+        "--max-bytes", help="The most bytes one input may hold once decoded (raw, gzip or Parquet alike), e.g. "
+                            "512M or 4G; default 1G, or SEARCHGYM_ANALYZE_MAX_BYTES.")] = None,
 ) -> None:
     """Analyse the query strategies of one or more runs and write a report (markdown, HTML, PNG, summary.json)."""
     from rich.console import Console
@@ -81,7 +84,7 @@ def analyze_command(
     err = Console(stderr=True)
     failed: list[tuple[Path, str]] = []
     if explain:
-        _explain(runs, query_tags, search_tools, console, err)
+        _explain(runs, query_tags, search_tools, console, err, max_bytes)
         return
     try:
         fm = _field_map(field_map, map_file)
@@ -89,14 +92,16 @@ def analyze_command(
                                  text_field=text_field, step_field=step_field, question_field=question_field,
                                  reward_field=reward_field, levels=levels, semantic=semantic, titles=titles,
                                  success_threshold=success_threshold, n_boot=n_boot, seed=seed, plots=not no_plots,
-                                 strict=strict, failed=failed, search_tools=search_tools, field_map=fm)
+                                 strict=strict, failed=failed, search_tools=search_tools, field_map=fm,
+                                 max_bytes=max_bytes)
     except (SearchGymError, OSError) as exc:
         err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
         for path, why in failed:
             err.print(f"unreadable: {path}: {why}", markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
     for run in read:
-        console.print(_read_line(run), markup=False, highlight=False, soft_wrap=True)
+        console.print(_read_line(run, summary.get("runs", {}).get(run.label)), markup=False, highlight=False,
+                      soft_wrap=True)
     for v in summary.get("verdict") or []:
         console.print(f"verdict: {v}", markup=False, highlight=False, soft_wrap=True)
     console.print(summary_table(summary, read, levels=levels))
@@ -125,7 +130,9 @@ def _field_map(items: list[str] | None, map_file: Path | None) -> dict[str, str]
     return {k.strip(): v.strip() for k, v in raw.items()}
 
 
-def _explain(runs: list[Path], query_tags: Any, search_tools: str | None, console: Any, err: Any) -> None:
+def _explain(runs: list[Path], query_tags: Any, search_tools: str | None, console: Any, err: Any,
+             max_bytes: str | None = None) -> None:
+    from searchgym.diversity.readers import budget
     from searchgym.diversity.readers.explain import explain
     from searchgym.errors import SearchGymError
 
@@ -133,7 +140,8 @@ def _explain(runs: list[Path], query_tags: Any, search_tools: str | None, consol
     tags = query_tags if query_tags and all(t is not None for t in query_tags) else None
     for p in runs:
         try:
-            text = explain(p, query_tags=tags, search_tools=tools)
+            with budget.limit(max_bytes):
+                text = explain(p, query_tags=tags, search_tools=tools)
         except (SearchGymError, OSError) as exc:
             err.print(f"error: {error_line(exc)}", markup=False, highlight=False, soft_wrap=True)
             raise typer.Exit(code=2) from None
@@ -153,10 +161,10 @@ def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels:
              reward_field: str | None, levels: str, semantic: bool, titles: Path | None,
              success_threshold: float, n_boot: int, seed: int, plots: bool, strict: bool = True,
              failed: list[tuple[Path, str]] | None = None,
-             search_tools: str | None = None,
-             field_map: dict[str, str] | None = None) -> tuple[dict[str, Any], list[Any]]:
+             search_tools: str | None = None, field_map: dict[str, str] | None = None,
+             max_bytes: str | None = None) -> tuple[dict[str, Any], list[Any]]:
     from searchgym.diversity import report
-    from searchgym.diversity.readers import read_run
+    from searchgym.diversity.readers import budget, read_run
     from searchgym.errors import ConfigError, SearchGymError
 
     if labels and len(labels) != len(paths):
@@ -174,16 +182,17 @@ def _analyze(paths: list[Path], out: Path, *, fmt: str, query_tags: Any, labels:
     tools = tuple(t.strip() for t in (search_tools or "").split(",") if t.strip())
     failed = failed if failed is not None else []
     runs = []
-    for i, p in enumerate(paths):
-        try:
-            runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
-                                 label=labels[i] if labels else None, text_field=text_field, step_field=step_field,
-                                 question_field=question_field, reward_field=reward_field,
-                                 success_threshold=success_threshold, search_tools=tools, field_map=field_map))
-        except (SearchGymError, OSError) as exc:
-            if strict:
-                raise
-            failed.append((p, error_line(exc)))
+    with budget.limit(max_bytes):  # (validated before any file is read: one line if it is not a size)
+        for i, p in enumerate(paths):
+            try:
+                runs.append(read_run(p, fmt, query_tags=query_tags, lenient=lenient,
+                                     label=labels[i] if labels else None, text_field=text_field,
+                                     step_field=step_field, question_field=question_field, reward_field=reward_field,
+                                     success_threshold=success_threshold, search_tools=tools, field_map=field_map))
+            except (SearchGymError, OSError) as exc:
+                if strict:
+                    raise
+                failed.append((p, error_line(exc)))
     if not runs:
         raise ConfigError(f"none of the {len(paths)} run files could be read")
     _unique_labels(runs)
@@ -204,9 +213,18 @@ def _unique_labels(runs: list[Any]) -> None:
         r.name = r.label
 
 
-def _read_line(run: Any) -> str:
+def _malformed(st: Any, block: dict[str, Any] | None) -> str:
+    """The one figure "malformed" means, in the read line and the table alike (``n_malformed``): search calls
+    that could not be parsed plus queries classed malformed, with its two parts when both occur."""
+    total = int((block or {}).get("n_malformed", st.malformed) or 0)
+    if total == st.malformed:
+        return f"{total} malformed calls"
+    return f"{total} malformed ({st.malformed} unparseable calls, {total - st.malformed} queries classed malformed)"
+
+
+def _read_line(run: Any, block: dict[str, Any] | None = None) -> str:
     st = run.read_stats
-    parts = [f"{st.episodes} episodes", f"{st.queries} queries", f"{st.malformed} malformed calls"]
+    parts = [f"{st.episodes} episodes", f"{st.queries} queries", _malformed(st, block)]
     steps = {e.step for e in run.episodes if e.step is not None}
     if steps:
         parts.append(f"{len(steps)} steps")

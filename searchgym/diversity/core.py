@@ -354,11 +354,7 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
         turn_seen: set[tuple[int, str]] = set()
         for i, q in enumerate(queries):
             if turns[i] != cur:
-                for j in pending:
-                    ti = ti_list[j] if j < len(ti_list) else []
-                    ctx.add(ev_list[j] if j < len(ev_list) else (), ti)
-                    for t in ti:
-                        templater.add_title(seen, t)
+                _turn_evidence(pending, ev_list, ti_list, ctx, templater, seen)
                 pending = []
                 cur = turns[i]
             if text_levels:  # (= templater.templates(q, text_levels, ...), without building its dict)
@@ -400,11 +396,15 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
             lab.moves.append(mv)
         else:
             lab.moves.append([])
-        # per turn: the union of its queries' documents (readers may repeat a parallel step's ids per query)
+        # per turn: the union of its queries' documents (readers may repeat a parallel step's ids per query;
+        # one list shared by a turn's queries is taken once)
         by_turn: dict[int, list[str]] = {}
+        taken: set[tuple[int, int]] = set()
         for i, d in enumerate(ep.doc_ids or []):
-            if d:
-                by_turn.setdefault(turns[i] if i < len(turns) else i, []).extend(d)
+            t = turns[i] if i < len(turns) else i
+            if d and (t, id(d)) not in taken:
+                taken.add((t, id(d)))
+                by_turn.setdefault(t, []).extend(d)
         docs = [list(dict.fromkeys(v)) for v in by_turn.values()]
         if docs:
             y = M.new_document_yield(docs)
@@ -413,6 +413,30 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
     if semantic is not None and "semantic" in lab.levels:
         lab.levels["semantic"] = [str(x) for x in semantic([normalize(q) for q in lab.texts])] if lab.texts else []
     return lab
+
+
+def _turn_evidence(pending: list[int], ev_list: list, ti_list: list, ctx: EvidenceContext, templater: Templater,
+                   seen: Any) -> None:
+    """Make the evidence and titles of one turn's queries (``pending``) visible to the queries after it. A
+    list that several queries share (one observation answering a turn's calls) is added once: adding it
+    again changes nothing, and 6,000 queries sharing 6,000 titles would add 36 million."""
+    done_ev: set[int] = set()
+    done_ti: set[int] = set()
+    for j in pending:
+        ev = ev_list[j] if j < len(ev_list) else ()
+        ti = ti_list[j] if j < len(ti_list) else []
+        if id(ev) in done_ev:
+            ev = ()
+        else:
+            done_ev.add(id(ev))
+        if id(ti) in done_ti:
+            ti = []
+        else:
+            done_ti.add(id(ti))
+        if ev or ti:
+            ctx.add(ev, ti)
+        for t in ti:
+            templater.add_title(seen, t)
 
 
 # ------------------------------------------------------------------------------------------------ statistics
@@ -591,6 +615,11 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
     if skipped:
         out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))
+    cut = list(getattr(read_stats, "cut_lines", None) or []) if read_stats is not None else []
+    if cut:
+        out.append(Warning_("cut_last_line", len(cut), f"skipped a last line cut mid-record (a file still being "
+                            f"written?): {'; '.join(cut[:3])}{' …' if len(cut) > 3 else ''}; the rest was "
+                            "analysed"))
     out.extend(_reading_gaps(eps))
     return out
 

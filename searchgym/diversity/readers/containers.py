@@ -1,10 +1,14 @@
 """Containers: a file (or a pipe) -> records.
 
 The input is read exactly once (so ``analyze <(zcat run.jsonl.gz)`` works: a pipe cannot be read twice) into
-a ``Source``; detection and reading then work on its bytes. gzip is undone here (bounded: see
-``MAX_DECOMPRESSED``). Containers: JSONL, a JSON array (streamed element by element, never parsed whole), a
-JSON object (or one holding the list of episodes under some key), CSV / TSV (a header row; cells that hold
-JSON lists or objects are decoded), Parquet (row batches), and plain text (logs; see ``logs``).
+a ``Source``; detection and reading then work on its bytes. Every input is held to one budget (``budget``:
+1 GiB decoded by default, ``--max-bytes``): a regular file, a pipe or a FIFO is read in chunks and refused past
+it; a device is refused; gzip is undone here (checked in a first pass that keeps nothing: the budget, a bomb's
+expansion, and an end marker: a cut file is an error); Parquet rows are produced batch by batch with their
+decoded size counted from dictionary-encoded columns. Containers: JSONL, a JSON array (streamed element by
+element, never parsed whole), a JSON object (or one holding the list of episodes under some key), CSV / TSV (a
+header row of at most ``budget.MAX_COLUMNS`` columns; a row holds its non-empty cells; cells that hold JSON lists
+or objects are decoded), Parquet (row batches), and plain text (logs; see ``logs``).
 """
 
 from __future__ import annotations
@@ -15,19 +19,23 @@ import itertools
 import json
 import os
 import re
+import stat
 import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from searchgym.diversity.readers import budget as B
 from searchgym.errors import TrajectoryFormatError
 
-# The most bytes a compressed input may expand to (a gzip bomb is refused, not decompressed).
-MAX_DECOMPRESSED = int(os.environ.get("SEARCHGYM_ANALYZE_MAX_BYTES", str(4 << 30)))
 _DECODER = json.JSONDecoder()
 _WS = b" \t\r\n"
 _HEADER_FIELD = re.compile(r"^[A-Za-z_][\w .\-/]{0,60}$")
+_NONBLANK = re.compile(rb"[^ \t\r\n\x0b\x0c]")
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_CHUNK = 1 << 20
+_GZ_CHUNK = 16 << 20
 
 
 @dataclass
@@ -38,6 +46,8 @@ class Source:
     data: bytes
     container: str          # jsonl | json-array | json-object | csv | tsv | parquet | text | empty
     compression: str = ""   # gzip or ""
+    limit: int = B.DEFAULT_MAX_BYTES  # the input budget it was read under (Parquet rows count against it)
+    cut_lines: list[str] = field(default_factory=list)  # JSONL: "file, line N" of a cut last line, left out
 
     def text(self, errors: str = "strict") -> str:
         return self.data.decode("utf-8-sig", errors=errors)
@@ -55,28 +65,81 @@ class NotJSON(Exception):
     """Raised by ``records`` for a plain-text container."""
 
 
-def _gunzip(path: Path, data: bytes) -> bytes:
+def _read_all(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file, a pipe, a FIFO or a socket, read in chunks and refused past ``limit``
+    (an endless stream stops there); a device (``/dev/zero``, a terminal) is refused before any read."""
+    with open(path, "rb", buffering=0) as fh:  # one read: a pipe has no second
+        mode = os.fstat(fh.fileno()).st_mode
+        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+            raise TrajectoryFormatError(f"{path} is a device, not a file or a pipe: give a run file, a folder or a "
+                                        "pipe (<(zcat run.jsonl.gz))")
+        want = _CHUNK
+        if stat.S_ISREG(mode):
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise TrajectoryFormatError(B.too_big(path, f"holds {size:,} bytes,", limit))
+            want = size + 1  # one read, one buffer (more only if the file grows meanwhile)
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = fh.read(want if not chunks else max(_CHUNK, total))  # doubling: few chunks to join
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > limit:
+                raise TrajectoryFormatError(B.too_big(path, "holds", limit))
+            chunks.append(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _expansion_cap(size: int, limit: int) -> int:
+    """The most bytes a compressed input of ``size`` bytes may decode to: the budget, and no more than
+    ``MAX_EXPANSION`` times its size past ``EXPANSION_FLOOR`` (a bomb is refused, not held)."""
+    return min(limit, max(B.EXPANSION_FLOOR, B.MAX_EXPANSION * size))
+
+
+def _bomb(path: Path, size: int, cap: int, limit: int) -> str:
+    if cap >= limit:
+        return B.too_big(path, "decompresses to", limit)
+    return (f"{path}: a {size:,}-byte compressed file that decodes to more than {cap:,} bytes (over "
+            f"{B.MAX_EXPANSION}x its size: a compression bomb?); decompress it yourself to read it")
+
+
+def _gzip_members(path: Path, data: bytes, cap: int, limit: int, keep: bool) -> tuple[int, list[bytes]]:
+    """(decompressed size, and the members' bytes when ``keep``) of a gzip input: refused past ``cap``, and
+    when it ends before its end marker (a cut file, e.g. at a flush point)."""
     d = zlib.decompressobj(wbits=31)
-    out = bytearray()
+    out: list[bytes] = []
+    total = 0
     rest = data
     try:
-        while rest:
-            chunk = d.decompress(rest, MAX_DECOMPRESSED + 1 - len(out))
-            out += chunk
-            if len(out) > MAX_DECOMPRESSED:
-                raise TrajectoryFormatError(
-                    f"{path}: decompresses to more than {MAX_DECOMPRESSED} bytes; decompress it yourself or "
-                    "raise SEARCHGYM_ANALYZE_MAX_BYTES")
+        while True:
+            chunk = d.decompress(rest, 0 if keep else _GZ_CHUNK)
+            total += len(chunk)
+            if total > cap:
+                raise TrajectoryFormatError(_bomb(path, len(data), cap, limit))
+            if keep:
+                out.append(chunk)
             rest = d.unconsumed_tail
             if d.eof:  # concatenated gzip members (``cat a.gz b.gz``)
                 rest = d.unused_data
-                if rest.lstrip(b"\0"):
-                    d = zlib.decompressobj(wbits=31)
-                else:
-                    rest = b""
+                if not rest.lstrip(b"\0"):
+                    return total, out
+                d = zlib.decompressobj(wbits=31)
+                continue
+            if not chunk and not rest:  # all input read, no output left, and no end marker
+                raise TrajectoryFormatError(f"{path}: the gzip stream ends before its end marker after "
+                                            f"{total:,} bytes: the file is cut (still being written, or "
+                                            "truncated); read it once it is complete")
     except zlib.error as exc:
         raise TrajectoryFormatError(f"{path}: not a readable gzip file ({exc})") from None
-    return bytes(out)
+
+
+def _gunzip(path: Path, data: bytes, limit: int) -> bytes:
+    cap = _expansion_cap(len(data), limit)
+    _gzip_members(path, data, cap, limit, keep=False)  # first: sizes and the end marker, keeping nothing
+    _, parts = _gzip_members(path, data, cap, limit, keep=True)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _sniff(path: Path, data: bytes) -> str:
@@ -123,19 +186,51 @@ def _rows_agree(text: str, sep: str, n: int) -> bool:
 
 
 def load(path: str | os.PathLike[str]) -> Source:
-    """Read ``path`` once (a file, a named pipe or ``/dev/fd/N``) and tell its container."""
+    """Read ``path`` once (a file, a named pipe or ``/dev/fd/N``) within the input budget and tell its
+    container."""
     p = Path(path)
-    with open(p, "rb") as fh:  # one read: a pipe has no second
-        data = fh.read()
+    limit = B.max_bytes()
+    data = _read_all(p, limit)
     compression = ""
     if data[:2] == b"\x1f\x8b":
-        data, compression = _gunzip(p, data), "gzip"
-    return Source(p, data, _sniff(p, data), compression)
+        data, compression = _gunzip(p, data, limit), "gzip"
+    return Source(p, data, _sniff(p, data), compression, limit=limit)
+
+
+def json_containers(raw: bytes) -> int:
+    """Objects and arrays in a JSON text (an upper bound: braces inside strings count, until the quick count
+    passes the cap; then strings are removed and they are counted exactly)."""
+    n = raw.count(b"{") + raw.count(b"[")
+    if n <= B.MAX_CONTAINERS:
+        return n
+    bare = _JSON_STRING.sub(b"", raw)
+    return bare.count(b"{") + bare.count(b"[")
+
+
+def container_cap(size: int) -> int:
+    """The most objects and arrays one JSON record (or document) of ``size`` bytes may hold: about a
+    megabyte's worth, and one per 8 bytes past it (real records hold one per 20-100 bytes; 31M ``{}`` in
+    93 MB would take 4.5 GB as Python objects)."""
+    return B.MAX_CONTAINERS + size // 8
+
+
+def check_containers(raw: bytes) -> str | None:
+    """Why ``raw`` holds too many JSON containers to decode, or None."""
+    if len(raw) <= 2 * B.MAX_CONTAINERS:
+        return None  # (each container takes two bytes at least)
+    n = json_containers(raw)
+    cap = container_cap(len(raw))
+    if n > cap:
+        return f"holds {n:,} JSON objects and arrays in {len(raw):,} bytes, more than {cap:,}"
+    return None
 
 
 def decode_json(raw: bytes | str) -> Any:
     """One JSON value, or ``BadRecord`` saying why not."""
     if isinstance(raw, bytes):
+        why = check_containers(raw)
+        if why:
+            raise BadRecord("too many JSON containers", why)
         try:
             raw = raw.decode("utf-8-sig")  # a byte-order mark is not JSON
         except UnicodeDecodeError as exc:
@@ -150,6 +245,10 @@ def decode_json(raw: bytes | str) -> Any:
 
 def json_array(src: Source) -> Iterator[tuple[int, Any]]:
     """(index, element) of a top-level JSON array, decoded one element at a time."""
+    why = check_containers(src.data)
+    if why:
+        raise TrajectoryFormatError(f"{src.path}: {why} (a JSON array's elements are read one at a time, but "
+                                    "each as Python objects)")
     try:
         text = src.text()
     except UnicodeDecodeError as exc:
@@ -184,17 +283,42 @@ def json_array(src: Source) -> Iterator[tuple[int, Any]]:
 
 
 def jsonl_lines(src: Source) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw line) of the non-blank lines, without splitting the whole input at once."""
+    """(line number, raw line) of the non-blank lines, without splitting the whole input at once; runs of
+    blank lines are skipped by one regex search (C speed, however long). A last line cut mid-record (no
+    newline after it, not valid JSON: a dump still being written) is left out and named in
+    ``src.cut_lines``."""
     data = src.data
-    start, lineno, n = 0, 0, len(data)
-    while start < n:
-        e = data.find(b"\n", start)
-        e = n if e < 0 else e
-        lineno += 1
-        raw = data[start:e]
+    n = len(data)
+    start, lineno = 0, 1  # the line that holds ``start``
+    while True:
+        m = _NONBLANK.search(data, start)
+        if m is None:
+            return
+        k = m.start()
+        lineno += data.count(b"\n", start, k)
+        ls = data.rfind(b"\n", start, k) + 1 or start
+        e = data.find(b"\n", k)
+        if e < 0:
+            e = n
+            if _is_cut(data[ls:]):
+                where = f"{src.path}, line {lineno}"
+                if where not in src.cut_lines:  # (detection reads the same source first)
+                    src.cut_lines.append(where)
+                return
+        yield lineno, data[ls:e]
         start = e + 1
-        if raw.strip():
-            yield lineno, raw
+        lineno += 1
+
+
+def _is_cut(last: bytes) -> bool:
+    """Whether a last line without its newline is a record cut short (a whole one ends in ``}`` or ``]``)."""
+    if last.rstrip()[-1:] in (b"}", b"]"):
+        return False
+    try:
+        decode_json(last)
+    except BadRecord as exc:
+        return exc.reason in ("not valid JSON", "not UTF-8")
+    return False
 
 
 def _cell(v: Any) -> Any:
@@ -212,26 +336,26 @@ def _cell(v: Any) -> Any:
 def table_rows(src: Source) -> Iterator[tuple[int, dict[str, Any]]]:
     """(row number, record) of a CSV / TSV (header row first) or Parquet container."""
     if src.container == "parquet":
-        try:
-            import pyarrow.parquet as pq  # type: ignore[import-untyped]
+        from searchgym.diversity.readers.parquet import parquet_rows
 
-            pf = pq.ParquetFile(io.BytesIO(src.data))
-            k = 0
-            for batch in pf.iter_batches(batch_size=1024):
-                for row in batch.to_pylist():
-                    yield k, {str(key): _cell(val) for key, val in row.items()}
-                    k += 1
-        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-            raise TrajectoryFormatError(f"{src.path}: not a readable Parquet file ({exc})") from None
+        yield from parquet_rows(src)
         return
     try:
         text = src.text()
     except UnicodeDecodeError as exc:
         raise TrajectoryFormatError(f"{src.path}: not valid UTF-8 (byte {exc.start})") from None
     csv.field_size_limit(1 << 30)
-    reader = csv.DictReader(io.StringIO(text), delimiter="\t" if src.container == "tsv" else ",")
+    reader = csv.reader(io.StringIO(text), delimiter="\t" if src.container == "tsv" else ",")
     try:
+        header = next(reader, None)
+        if header is None:
+            return
+        if len(header) > B.MAX_COLUMNS:
+            raise TrajectoryFormatError(f"{src.path}: a header of {len(header):,} columns, more than "
+                                        f"{B.MAX_COLUMNS:,}: not a table of episodes")
+        keys = [str(k) for k in header]
         for row in reader:
-            yield reader.line_num, {str(k): _cell(v) for k, v in row.items() if k is not None}
+            if row:  # (a blank line is no row)
+                yield reader.line_num, {k: _cell(v) for k, v in zip(keys, row) if v}
     except csv.Error as exc:
         raise TrajectoryFormatError(f"{src.path}, line {reader.line_num}: not valid CSV ({exc})") from None

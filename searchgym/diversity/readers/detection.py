@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,6 +171,7 @@ def _records(src: Source, stats: ReadStats, lenient: bool, *,
                     yield i, "record", r
                 continue
         yield lineno, "line", val
+    stats.cut_lines.extend(src.cut_lines)  # a cut last line (a dump still being written): skipped, with a warning
 
 
 def _object_records(src: Source, stats: ReadStats) -> list[Any] | None:

@@ -177,6 +177,7 @@ class ReadStats:
     grammars: Counter[str] = field(default_factory=Counter)  # call grammar -> queries read with it
     notes: list[str] = field(default_factory=list)
     first_problem: str = ""            # where and why the first bad record was skipped
+    cut_lines: list[str] = field(default_factory=list)  # "file, line N": a cut last line, skipped
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "container": self.container, "files": self.files,
@@ -185,7 +186,8 @@ class ReadStats:
                 "observations": self.observations, "skipped_lines": self.skipped_lines,
                 "reemitted_turns": self.reemitted, "sidecar_evidence": self.sidecar,
                 "skipped_reasons": dict(self.skipped_reasons), "grammars": dict(self.grammars),
-                "notes": list(self.notes), **({"rejected": self.rejected} if self.rejected else {})}
+                "notes": list(self.notes), "cut_lines": list(self.cut_lines),
+                **({"rejected": self.rejected} if self.rejected else {})}
 
 
 @dataclass

@@ -527,14 +527,14 @@ def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts:
             elif isinstance(v, list):
                 evid.extend(str(x) for x in v)
         per_query_titles = len(titles) == len(qs) and len(qs) > 1 and all(isinstance(t, list) for t in titles)
+        step_titles = [str(t) for t in titles if not isinstance(t, list)]
+        step_ids = list(s.doc_ids)  # (the step's lists, shared by its queries: never copied per query)
         for qi, q in enumerate(qs):
             ep.queries.append(q)
             ep.turns.append(turn)
-            ts = [str(t) for t in titles[qi]] if per_query_titles else [str(t) for t in titles
-                                                                        if not isinstance(t, list)]
-            ep.titles.append(ts)
-            ep.evidence.append(list(evid))
-            ep.doc_ids.append(list(s.doc_ids))
+            ep.titles.append([str(t) for t in titles[qi]] if per_query_titles else step_titles)
+            ep.evidence.append(evid)
+            ep.doc_ids.append(step_ids)
             stats.grammars["searchgym"] += 1
         turn += 1
     return ep, [], 1
