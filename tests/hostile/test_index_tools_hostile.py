@@ -1,0 +1,97 @@
+"""Issue 33: hostile inputs to the index tools (``index split``, ``import-faiss``, a resumed sharded build), each
+run through the real CLI in a subprocess with peak RSS measured from outside: a one-line typed error or a
+correct answer, never a traceback, a file read from outside the index, or a silently wrong index."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from searchgym.retrieval import Passage, build_index, load_index
+
+from .conftest import SEARCHGYM, no_traceback, run_measured
+
+BUDGET_S = 120      # the wall-clock guard of one CLI run on a loaded 2-core machine (the bound is 10 s unloaded)
+RSS_MB = 500        # peak RSS of the whole CLI process
+
+
+def _passages(n: int = 60) -> list[Passage]:
+    return [Passage(str(i), f"Title {i}", f"alpha beta gamma passage number {i} word{i % 7} w{i % 3}")
+            for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_index(_passages(), tmp_path_factory.mktemp("sharded") / "idx", shards=3, show_progress=False)
+
+
+def _one_line_error(rc: int, err: str, peak: float, *words: str) -> str:
+    assert rc != 0, err
+    no_traceback(err)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert lines and lines[0].startswith("error:"), err
+    for w in words:
+        assert w in err.replace("\n", " "), err
+    assert peak < RSS_MB, peak
+    return lines[0]
+
+
+# --- index split ------------------------------------------------------------------------------------------
+def _edit_sharded(m: dict, d: Path, attack: str) -> None:
+    e = m["backends"]["bm25_sharded"]
+    if attack == "n_1e9":
+        e["shards"][0]["n"] = 10**9
+    elif attack == "spec_string":
+        e["shards"][0] = "shard-000"
+    elif attack == "vocab_absolute":
+        e["vocab_file"] = "/etc/passwd"
+    elif attack == "vocab_parent":
+        e["vocab_file"] = "../other/bm25_sharded/vocab.json"
+    elif attack == "dir_parent":
+        e["shards"][0]["dir"] = "../other/bm25_sharded/shards/000"
+    elif attack == "checksum":  # scores x100 in one shard: the file no longer matches its checksum
+        import numpy as np
+
+        f = d / e["shards"][0]["dir"] / "data.npy"
+        a = np.load(f)
+        np.save(f, a * 100)
+        m["files"][str(f.relative_to(d))] = f.stat().st_size  # a consistent size: only the checksum tells
+
+
+@pytest.mark.parametrize("attack,words", [
+    ("n_1e9", ["do not cover"]),
+    ("spec_string", ["cannot be read", "rebuild"]),
+    ("vocab_absolute", ["outside the index directory"]),
+    ("vocab_parent", ["outside the index directory"]),
+    ("dir_parent", ["outside the index directory"]),
+    ("checksum", ["checksum"]),
+])
+def test_index_split_refuses_a_hostile_source(tmp_path: Path, sharded: Path, attack: str, words: list[str]):
+    shutil.copytree(sharded, tmp_path / "other")  # what the ../other paths name: a real, valid index
+    src = tmp_path / "idx"
+    shutil.copytree(sharded, src)
+    m = json.loads((src / "manifest.json").read_text())
+    _edit_sharded(m, src, attack)
+    (src / "manifest.json").write_text(json.dumps(m))
+    rc, _, err, peak, _ = run_measured([SEARCHGYM, "index", "split", str(src), "--out", str(tmp_path / "out")],
+                                       timeout=BUDGET_S)
+    _one_line_error(rc, err, peak, *words)
+    assert not list((tmp_path / "out").glob("shard-*")) if (tmp_path / "out").exists() else True
+
+
+def test_index_split_carries_the_sources_checksums(tmp_path: Path, sharded: Path):
+    from searchgym.retrieval.split import split_sharded_index
+
+    dirs = split_sharded_index(sharded, tmp_path / "out")
+    src_ck = json.loads((sharded / "manifest.json").read_text())["checksums"]["files"]
+    shard0 = json.loads((dirs[0] / "manifest.json").read_text())
+    spec = json.loads((sharded / "manifest.json").read_text())["backends"]["bm25_sharded"]["shards"][0]
+    assert shard0["checksums"]["files"]["bm25_sharded/shards/000/data.npy"] == src_ck[f"{spec['dir']}/data.npy"]
+    assert shard0["checksums"]["files"]["bm25_sharded/vocab.json"] == src_ck["bm25_sharded/vocab.json"]
+    whole = load_index(sharded)
+    parts = [load_index(d) for d in dirs]  # verified: the carried checksums hold
+    hits = sorted((h for p in parts for h in p.search("alpha word3", 5)), key=lambda h: (-h.score, int(h.id)))[:5]
+    assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in whole.search("alpha word3", 5)]
