@@ -49,10 +49,51 @@ def test_synth_refuses_hostile_arguments_before_starting(tmp_path: Path, args: l
 def test_synth_writes_and_removes_a_stale_temporary_file(tmp_path: Path):
     stale = tmp_path / ".c.jsonl.tmp-999999999"
     stale.write_text("partial\n")
-    rc, out, err, peak, _ = run_measured([PYTHON, "-m", "searchgym.retrieval.synth", str(tmp_path / "c.jsonl"),
+    rc, _, err, peak, _ = run_measured([PYTHON, "-m", "searchgym.retrieval.synth", str(tmp_path / "c.jsonl"),
                                           "50", "--vocab-size", "500"], timeout=BUDGET_S)
     assert rc == 0, err
     rows = [json.loads(x) for x in (tmp_path / "c.jsonl").read_text().splitlines()]
     assert len(rows) == 50 and rows[0]["id"] == "0"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.jsonl"]
     assert peak < RSS_MB
+
+
+# --- tiny-model -------------------------------------------------------------------------------------------
+def _tiny(tmp_path: Path, *args: str) -> tuple[int, str, str, float, float]:
+    pytest.importorskip("transformers")
+    return run_measured([SEARCHGYM, "tiny-model", *args], timeout=BUDGET_S * 2, cwd=tmp_path)
+
+
+@pytest.mark.slow  # each run imports torch + transformers (~20-60 s on a loaded machine)
+def test_tiny_model_refuses_a_huge_seed(tmp_path: Path):
+    rc, _, err, peak, _ = _tiny(tmp_path, "--out", str(tmp_path / "m"), "--seed", str(10**23))
+    _one_line(rc, err, peak, "--seed")
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.slow  # each run imports torch + transformers (~20-60 s on a loaded machine)
+def test_tiny_model_never_replaces_a_folder_of_other_files(tmp_path: Path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"mine": 1}\n')
+    (other / "notes.txt").write_text("keep\n")
+    for extra in ([], ["--overwrite"]):
+        rc, _, err, peak, _ = _tiny(tmp_path, "--out", str(other), *extra)
+        _one_line(rc, err, peak, "other files")
+    assert sorted(p.name for p in other.iterdir()) == ["config.json", "notes.txt"]
+    assert (other / "config.json").read_text() == '{"mine": 1}\n'
+
+
+@pytest.mark.slow  # each run imports torch + transformers (~20-60 s on a loaded machine)
+def test_tiny_model_replaces_its_own_model_only_with_overwrite(tmp_path: Path):
+    m = tmp_path / "m"
+    rc, _, err, _, _ = _tiny(tmp_path, "--out", str(m), "--seed", "1")
+    assert rc == 0, err
+    weights = (m / "model.safetensors").read_bytes()
+    rc, _, err, peak, _ = _tiny(tmp_path, "--out", str(m), "--seed", "2")
+    _one_line(rc, err, peak, "--overwrite")
+    assert (m / "model.safetensors").read_bytes() == weights  # the model already there is kept
+    rc, _, err, _, _ = _tiny(tmp_path, "--out", str(m), "--seed", "2", "--overwrite")
+    assert rc == 0, err
+    assert (m / "model.safetensors").read_bytes() != weights
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary sibling left
