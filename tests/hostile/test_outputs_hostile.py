@@ -97,3 +97,42 @@ def test_tiny_model_replaces_its_own_model_only_with_overwrite(tmp_path: Path):
     assert rc == 0, err
     assert (m / "model.safetensors").read_bytes() != weights
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary sibling left
+
+
+# --- squeeze --out / --resume -------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "results" / "squeeze-world1-v3"  # a real run's config.json
+
+
+def _squeeze(*args: str) -> tuple[int, str, str, float, float]:
+    return run_measured([SEARCHGYM, "squeeze", "--quick", *args], timeout=BUDGET_S)
+
+
+def test_squeeze_out_refuses_a_folder_of_other_files(tmp_path: Path):
+    other = tmp_path / "other"
+    (other / "plots").mkdir(parents=True)
+    (other / "plots" / "fig.png").write_bytes(b"png")
+    (other / "sft").mkdir()
+    (other / "report.md").write_text("my report\n")
+    (other / "config.json").write_text('{"mine": true}\n')
+    before = sorted(str(p.relative_to(other)) for p in other.rglob("*"))
+    for extra in ([], ["--resume"]):
+        rc, _, err, peak, _ = _squeeze("--out", str(other), *extra)
+        _one_line(rc, err, peak, "not a squeeze run")
+    assert sorted(str(p.relative_to(other)) for p in other.rglob("*")) == before
+    assert (other / "config.json").read_text() == '{"mine": true}\n'
+
+
+@pytest.mark.parametrize("stages,words", [("[1]", "list"), ("{not json", "not a squeeze stages.json"),
+                                          ('{"_elapsed_s": NaN}', "not a finite number"),
+                                          ('{"_elapsed_s": "many"}', "_elapsed_s"),
+                                          (b"\xff\xfe", "not UTF-8")])
+def test_squeeze_resume_refuses_an_invalid_stages_json(tmp_path: Path, stages, words: str):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text((RUN / "config.json").read_text())
+    p = run / "stages.json"
+    p.write_bytes(stages) if isinstance(stages, bytes) else p.write_text(stages)
+    rc, _, err, peak, _ = _squeeze("--out", str(run), "--resume")
+    _one_line(rc, err, peak, words, "without --resume")
+    assert sorted(x.name for x in run.iterdir()) == ["config.json", "stages.json"]
