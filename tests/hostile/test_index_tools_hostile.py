@@ -95,3 +95,64 @@ def test_index_split_carries_the_sources_checksums(tmp_path: Path, sharded: Path
     parts = [load_index(d) for d in dirs]  # verified: the carried checksums hold
     hits = sorted((h for p in parts for h in p.search("alpha word3", 5)), key=lambda h: (-h.score, int(h.id)))[:5]
     assert [(h.id, h.score) for h in hits] == [(h.id, h.score) for h in whole.search("alpha word3", 5)]
+
+
+# --- a resumed sharded build -----------------------------------------------------------------------------------
+QUERIES = ["alpha word3", "passage number 17", "w2 gamma", "beta word6 w1"]
+
+
+def _interrupted_build(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A corpus file and a sharded build of it stopped after its first shard: (corpus, out, work dir)."""
+    from searchgym.retrieval.sharded import build_sharded_index
+
+    src = tmp_path / "c.jsonl"
+    src.write_text("".join(json.dumps({"id": p.id, "title": p.title, "text": p.text}) + "\n" for p in _passages()))
+    out = tmp_path / "ix"
+
+    def stop(i: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        build_sharded_index(src, out, shards=3, show_progress=False, _after_shard=stop)
+    return src, out, tmp_path / ".ix.building"
+
+
+def _edit_state(work: Path, attack: str) -> None:
+    p = work / "state.json"
+    s = json.loads(p.read_text())
+    if attack == "n_1e6":
+        s["pass1"]["n"] = 10**6
+    elif attack == "n_many":
+        s["pass1"]["n"] = "many"
+    elif attack == "avgdl_nan":
+        s["pass1"]["avgdl"] = float("nan")
+    elif attack == "avgdl_wrong":
+        s["pass1"]["avgdl"] = s["pass1"]["avgdl"] * 3
+    elif attack == "terms_cut":
+        t = work / "tmp" / "terms.i32"
+        t.write_bytes(t.read_bytes()[:-12])
+    elif attack == "shard_dir_outside":
+        s["shards"]["0"]["dir"] = "../../elsewhere"
+    elif attack == "shards_list":
+        s["shards"] = [1]
+    elif attack == "deep":
+        p.write_text("[" * 100_000 + "]" * 100_000)
+        return
+    p.write_text(json.dumps(s))
+
+
+@pytest.mark.parametrize("attack", ["n_1e6", "n_many", "avgdl_nan", "avgdl_wrong", "terms_cut",
+                                    "shard_dir_outside", "shards_list", "deep"])
+def test_a_resumed_build_with_a_hostile_state_starts_afresh(tmp_path: Path, attack: str):
+    src, out, work = _interrupted_build(tmp_path)
+    _edit_state(work, attack)
+    rc, _, err, peak, _ = run_measured([SEARCHGYM, "index", "build", str(src), "--out", str(out), "--shards", "3"],
+                                       timeout=BUDGET_S)
+    assert rc == 0, err
+    no_traceback(err)
+    assert peak < RSS_MB, peak
+    assert "starting afresh" in err or attack in ("deep", "shard_dir_outside")  # a bad shard record: that shard redone
+    fresh = build_index(_passages(), tmp_path / "fresh", shards=3, show_progress=False)
+    a, b = load_index(out), load_index(fresh)
+    got, want = a.batch_search(QUERIES, 5), b.batch_search(QUERIES, 5)
+    assert all(want) and [[(h.id, h.score) for h in r] for r in got] == [[(h.id, h.score) for h in r] for r in want]
