@@ -32,7 +32,7 @@ def _one_line_error(rc: int, err: str, peak: float, *words: str) -> str:
     assert rc != 0, err
     no_traceback(err)
     lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert lines and lines[0].startswith("error:"), err
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
     for w in words:
         assert w in err.replace("\n", " "), err
     assert peak < RSS_MB, peak
@@ -156,3 +156,102 @@ def test_a_resumed_build_with_a_hostile_state_starts_afresh(tmp_path: Path, atta
     a, b = load_index(out), load_index(fresh)
     got, want = a.batch_search(QUERIES, 5), b.batch_search(QUERIES, 5)
     assert all(want) and [[(h.id, h.score) for h in r] for r in got] == [[(h.id, h.score) for h in r] for r in want]
+
+
+# --- import-faiss ----------------------------------------------------------------------------------------------
+N_VEC = 200
+
+
+def _tree_rss_run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
+    """Like conftest.run_measured, but the peak is of the process and its children together (import-faiss reads
+    the file in a child process): (returncode, stderr, peak MB)."""
+    import subprocess
+    import time
+
+    import psutil
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ps, peak, t0 = psutil.Process(proc.pid), 0, time.monotonic()
+    import threading
+
+    err: list[str] = []
+    th = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)  # type: ignore[union-attr]
+    th.start()
+    while proc.poll() is None:
+        try:
+            peak = max(peak, sum(p.memory_info().rss for p in [ps, *ps.children(recursive=True)]))
+        except psutil.Error:
+            pass
+        if time.monotonic() - t0 > timeout:
+            proc.kill()
+            proc.wait(10)
+            pytest.fail(f"{cmd[:3]} ran past its {timeout:g} s budget")
+        time.sleep(0.02)
+    th.join(10)
+    return proc.returncode, "".join(err), peak / 2**20
+
+
+@pytest.fixture(scope="module")
+def faiss_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A corpus of N_VEC passages and FAISS files over N_VEC vectors: intact ones and hostile ones."""
+    import struct
+
+    faiss = pytest.importorskip("faiss")
+    import numpy as np
+
+    d = tmp_path_factory.mktemp("faiss")
+    (d / "c.jsonl").write_text("".join(json.dumps({"id": str(i), "title": f"T{i}", "text": f"passage {i}"}) + "\n"
+                                      for i in range(N_VEC)))
+    x = np.random.default_rng(0).standard_normal((N_VEC, 16)).astype("float32")
+    flat = faiss.IndexFlatIP(16)
+    flat.add(x)
+    faiss.write_index(flat, str(d / "flat.index"))
+    b = (d / "flat.index").read_bytes()
+    (d / "truncated_header.index").write_bytes(b[:30])  # FAISS itself dies on this one (SIGSEGV)
+    (d / "truncated.index").write_bytes(b[: len(b) // 2])
+    (d / "lying_ntotal.index").write_bytes(b[:8] + struct.pack("<q", 10**6) + b[16:])
+    for i, name in ((0, "flipped_fourcc"), (4, "flipped_dim")):
+        bb = bytearray(b)
+        bb[i] ^= 0x7F
+        (d / f"{name}.index").write_bytes(bytes(bb))
+    h = faiss.IndexHNSWFlat(16, 8)
+    h.add(x)
+    faiss.write_index(h, str(d / "hnsw.index"))
+    faiss.rev_swig_ptr(h.hnsw.neighbors.data(), h.hnsw.neighbors.size())[3] = 10**6
+    faiss.write_index(h, str(d / "hnsw_neighbours.index"))
+    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(16), 16, 4, faiss.METRIC_INNER_PRODUCT)
+    ivf.train(x)
+    ivf.add(x)
+    faiss.write_index(ivf, str(d / "ivf.index"))
+    inv = ivf.invlists
+    lst = next(i for i in range(4) if inv.list_size(i))
+    faiss.rev_swig_ptr(inv.get_ids(lst), inv.list_size(lst))[0] = N_VEC + 5  # a row past the corpus
+    faiss.write_index(ivf, str(d / "ivf_ids.index"))
+    return d
+
+
+def _import(d: Path, name: str, out: Path) -> tuple[int, str, float]:
+    return _tree_rss_run([SEARCHGYM, "index", "import-faiss", str(d / f"{name}.index"), "--corpus",
+                          str(d / "c.jsonl"), "--model", "all-MiniLM-L6-v2", "--out", str(out)], timeout=BUDGET_S)
+
+
+@pytest.mark.parametrize("name,words", [
+    ("truncated_header", "FAISS died reading it"), ("truncated", "FAISS cannot read it"),
+    ("lying_ntotal", "FAISS cannot read it"), ("flipped_fourcc", "not recognized"),
+    ("flipped_dim", "FAISS cannot read it"), ("hnsw_neighbours", "out of range"),
+    ("ivf_ids", "ids outside rows"),
+])
+def test_import_faiss_refuses_a_hostile_file(tmp_path: Path, faiss_files: Path, name: str, words: str):
+    rc, err, peak = _import(faiss_files, name, tmp_path / "out")
+    line = _one_line_error(rc, err, peak, words)
+    assert "is not a" in line
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp-*"))
+
+
+@pytest.mark.parametrize("name", ["flat", "hnsw", "ivf"])
+def test_import_faiss_takes_an_intact_file(tmp_path: Path, faiss_files: Path, name: str):
+    rc, err, peak = _import(faiss_files, name, tmp_path / "out")
+    assert rc == 0, err
+    assert peak < RSS_MB, peak
+    m = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert m["backends"]["dense_faiss"]["ntotal"] == N_VEC and m["n_passages"] == N_VEC
