@@ -307,7 +307,7 @@ def _probe_main() -> None:
     print(json.dumps(info), flush=True)
 
 
-def probe_faiss_file(path: Path) -> dict[str, Any]:
+def probe_faiss_file(path: Path, label: str | Path | None = None) -> dict[str, Any]:
     """Read and check a FAISS file in a child process with an address-space cap (twice the file plus 1 GiB): a
     truncated or forged file that makes FAISS crash, abort or allocate without bound is an IndexCorruptError here
     instead of a dead process. Returns ``{"class", "d", "ntotal"}``."""
@@ -315,6 +315,7 @@ def probe_faiss_file(path: Path) -> dict[str, Any]:
     import subprocess
     import sys
 
+    name = label if label is not None else path
     _faiss()  # ConfigError without faiss, before a child is started
     cap = 2 * path.stat().st_size + (1 << 30) + (1 << 29)
 
@@ -328,7 +329,7 @@ def probe_faiss_file(path: Path) -> dict[str, Any]:
         r = subprocess.run([sys.executable, "-c", code, str(path)], check=False, capture_output=True, text=True,
                            timeout=PROBE_TIMEOUT_S, preexec_fn=limit, env={**os.environ, "OMP_NUM_THREADS": "1"})
     except subprocess.TimeoutExpired:
-        raise IndexCorruptError(f"{path}: reading and checking it took over {PROBE_TIMEOUT_S} s; refused") from None
+        raise IndexCorruptError(f"{name}: reading and checking it took over {PROBE_TIMEOUT_S} s; refused") from None
     lines = r.stdout.strip().splitlines()
     try:
         info = json.loads(lines[-1]) if r.returncode == 0 and lines else None
@@ -336,10 +337,10 @@ def probe_faiss_file(path: Path) -> dict[str, Any]:
         info = None
     if not isinstance(info, dict):
         how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
-        raise IndexCorruptError(f"{path} is not a readable FAISS index (FAISS died reading it: {how}); "
+        raise IndexCorruptError(f"{name} is not a readable FAISS index (FAISS died reading it: {how}); "
                                 "give the intact file (truncated or damaged?)")
     if info.get("error"):
-        raise IndexCorruptError(f"{path} is not a valid FAISS index: {info['error']}")
+        raise IndexCorruptError(f"{name} is not a valid FAISS index: {info['error']}")
     return info
 
 
@@ -353,7 +354,7 @@ def import_faiss_index(faiss_file: str | Path, corpus: str | Path | Sequence[Pas
     t0 = time.perf_counter()
     with atomic_dir(out, overwrite=overwrite) as tmp:
         _link_or_copy(faiss_file, tmp / FAISS_FILE)  # checked as linked: a later change fails the checksum
-        info = probe_faiss_file(tmp / FAISS_FILE)
+        info = probe_faiss_file(tmp / FAISS_FILE, label=faiss_file)
         n, fp, _ = _passages_into(tmp, corpus, format)
         if n != info["ntotal"]:
             raise IndexMismatchError(f"{faiss_file} holds {info['ntotal']} vectors, the corpus {n} passages; row i "

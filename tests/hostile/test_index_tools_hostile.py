@@ -194,12 +194,16 @@ def _tree_rss_run(cmd: list[str], timeout: float) -> tuple[int, str, float]:
 @pytest.fixture(scope="module")
 def faiss_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A corpus of N_VEC passages and FAISS files over N_VEC vectors: intact ones and hostile ones."""
+    pytest.importorskip("faiss")
+    return make_faiss_files(tmp_path_factory.mktemp("faiss"))
+
+
+def make_faiss_files(d: Path) -> Path:
     import struct
 
-    faiss = pytest.importorskip("faiss")
+    import faiss
     import numpy as np
 
-    d = tmp_path_factory.mktemp("faiss")
     (d / "c.jsonl").write_text("".join(json.dumps({"id": str(i), "title": f"T{i}", "text": f"passage {i}"}) + "\n"
                                       for i in range(N_VEC)))
     x = np.random.default_rng(0).standard_normal((N_VEC, 16)).astype("float32")
@@ -244,7 +248,7 @@ def _import(d: Path, name: str, out: Path) -> tuple[int, str, float]:
 def test_import_faiss_refuses_a_hostile_file(tmp_path: Path, faiss_files: Path, name: str, words: str):
     rc, err, peak = _import(faiss_files, name, tmp_path / "out")
     line = _one_line_error(rc, err, peak, words)
-    assert "is not a" in line
+    assert "is not a" in line and str(faiss_files / name) in line  # names the file given, not a temporary copy
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out.tmp-*"))
 
 
