@@ -34,7 +34,7 @@ def main() -> None:
     from searchgym.integrations.tiny_model import build_tiny_chat_model
     from searchgym.integrations.trl import diversity_reward, env_factory, make_dataset
 
-    model = args.model or str(build_tiny_chat_model(Path(args.out) / "tiny-qwen"))
+    model = args.model or str(build_tiny_chat_model(Path(args.out) / "tiny-qwen", overwrite=True))
     gpu = torch.cuda.is_available()
     config = GRPOConfig(output_dir=args.out, use_cpu=not gpu, bf16=gpu, max_steps=args.steps,
                         num_generations=args.generations, per_device_train_batch_size=args.generations,

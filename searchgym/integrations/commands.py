@@ -60,6 +60,9 @@ def _register_tiny_model(app: typer.Typer) -> None:
     def tiny_model_cmd(
         out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write the model and tokenizer to.")],
         seed: Annotated[int, typer.Option("--seed", help="Seed of the random initialisation.")] = 0,
+        overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a tiny model written there before "
+                                                                    "(a folder of other files is never replaced).")
+                             ] = False,
     ) -> None:
         """Write a tiny random Qwen2 chat model (no download): the offline model of the TRL example.
 
@@ -68,11 +71,16 @@ def _register_tiny_model(app: typer.Typer) -> None:
         """
         from rich.console import Console
 
+        from searchgym.errors import SearchGymError
+
         console = Console(stderr=True)
         try:
             from searchgym.integrations.tiny_model import build_tiny_chat_model
 
-            path = build_tiny_chat_model(out, seed=seed)
+            path = build_tiny_chat_model(out, seed=seed, overwrite=overwrite)
+        except SearchGymError as exc:
+            console.print(f"[red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
         except ImportError as exc:
             console.print(f"[red]error:[/] {exc}; install the training extra: pip install 'searchgym[train]'")
             raise typer.Exit(2) from None

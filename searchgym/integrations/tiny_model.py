@@ -16,6 +16,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from searchgym.errors import ConfigError
+from searchgym.outdir import atomic_out_dir
+
+MARKER = "searchgym_tiny_model"  # in config.json: what ``--overwrite`` may replace
+MAX_SEED = 2**63 - 1
+MAX_HIDDEN = 4096
+
 # Queries the tiny model can "say" in one token each: names of the embedded world (seed 0) and one bad call.
 _QUERIES = ("capital of Kaitrland", "Thihaven country", "elevation of Fiholm", "who founded Zeazemoor",
             "Brodismoor population", "river in Hakania")
@@ -34,11 +41,38 @@ def _chat_template() -> str:
     return str(qwen2_5_chat_template)
 
 
-def build_tiny_chat_model(out: str | Path, *, seed: int = 0, hidden_size: int = 32) -> Path:
+def is_tiny_model_dir(path: Path) -> bool:
+    """A folder written by :func:`build_tiny_chat_model` (its config.json carries the marker)."""
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(cfg, dict) and cfg.get(MARKER) is True
+
+
+def _check_args(seed: Any, hidden_size: Any) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"tiny model: --seed {seed!r} must be an integer in 0..{MAX_SEED}")
+    if isinstance(hidden_size, bool) or not isinstance(hidden_size, int) or not 2 <= hidden_size <= MAX_HIDDEN \
+            or hidden_size % 2:
+        raise ConfigError(f"tiny model: hidden_size {hidden_size!r} must be an even integer in 2..{MAX_HIDDEN}")
+
+
+def build_tiny_chat_model(out: str | Path, *, seed: int = 0, hidden_size: int = 32, overwrite: bool = False) -> Path:
     """Write a random 1-layer Qwen2 chat model and its tokenizer to ``out``; return the directory.
 
+    ``out`` must be absent or empty; a tiny model written before is replaced only with ``overwrite``, and a
+    folder of anything else never (ConfigError). Written into a temporary sibling and swapped into place.
     Needs ``transformers``, ``tokenizers`` and ``torch`` (``pip install 'searchgym[train]'``). No network.
     """
+    _check_args(seed, hidden_size)
+    out = Path(out)
+    with atomic_out_dir(out, overwrite=overwrite, is_own=is_tiny_model_dir, what="a tiny model") as tmp:
+        _write_model(tmp, seed, hidden_size)
+    return out
+
+
+def _write_model(out: Path, seed: int, hidden_size: int) -> None:
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
@@ -57,13 +91,11 @@ def build_tiny_chat_model(out: str | Path, *, seed: int = 0, hidden_size: int = 
                       num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
                       max_position_embeddings=4096, eos_token_id=tokenizer.eos_token_id,
                       pad_token_id=tokenizer.pad_token_id, tie_word_embeddings=True)
+    setattr(cfg, MARKER, True)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(cfg)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    return out
 
 
 __all__ = ["build_tiny_chat_model"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.errors import ConfigError, IndexMismatchError, QueryError
+from searchgym.errors import ConfigError, IndexCorruptError, IndexMismatchError, QueryError
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.corpus import fingerprint_update
 from searchgym.retrieval.index import (
@@ -142,6 +142,9 @@ class FaissRetriever:
         for row, s_row, i_row in zip(live, scores.tolist(), idx.tolist()):
             hits = []
             for s, i in zip(s_row, i_row):
+                if i >= len(store):
+                    raise IndexCorruptError(f"the FAISS index returned row {i} for a corpus of {len(store)} "
+                                            "passages (its ids are damaged); rebuild or re-import it")
                 if i >= 0:
                     p = store[i]
                     hits.append(Hit(p.id, s, p))
@@ -205,6 +208,142 @@ def _passages_into(tmp: Path, corpus: str | Path | Sequence[Passage], format: st
     return w.rows, "sha256:" + h.hexdigest(), None
 
 
+# -- checking a FAISS file before it is trusted ------------------------------------------------------------
+PROBE_TIMEOUT_S = 600
+_PROBE_CHUNK = 1 << 22
+
+
+def _view(faiss: Any, ptr: Any, n: int, dtype: Any) -> np.ndarray:
+    """A numpy view of ``n`` items at a FAISS C++ pointer (no copy)."""
+    if n == 0:
+        return np.zeros(0, dtype)
+    return faiss.rev_swig_ptr(ptr, n)
+
+
+def _in_range(a: np.ndarray, lo: int, hi: int) -> bool:
+    for j in range(0, len(a), _PROBE_CHUNK):
+        c = a[j:j + _PROBE_CHUNK]
+        if len(c) and (int(c.min()) < lo or int(c.max()) >= hi):
+            return False
+    return True
+
+
+def _check_hnsw(faiss: Any, index: Any) -> str | None:
+    h, n = index.hnsw, index.ntotal
+    offsets = _view(faiss, h.offsets.data(), h.offsets.size(), np.uint64)
+    neighbors = _view(faiss, h.neighbors.data(), h.neighbors.size(), np.int32)
+    if h.levels.size() != n or len(offsets) != n + 1 or (n and int(offsets[-1]) != len(neighbors)) \
+            or not (len(offsets) < 2 or bool(np.all(offsets[1:] >= offsets[:-1]))):
+        return "its HNSW graph's levels and offsets do not match its vectors"
+    if not _in_range(neighbors, -1, n) or not -1 <= h.entry_point < max(n, 1):
+        return f"its HNSW graph names neighbours outside rows 0..{n - 1}"
+    storage = getattr(index, "storage", None)
+    if storage is not None and storage.ntotal != n:
+        return f"its HNSW storage holds {storage.ntotal} vectors, the index {n}"
+    return None
+
+
+def _check_ivf(faiss: Any, ivf: Any, n: int) -> str | None:
+    inv = ivf.invlists
+    if ivf.quantizer.ntotal != ivf.nlist or inv.nlist != ivf.nlist:
+        return f"its IVF quantizer holds {ivf.quantizer.ntotal} centroids for {ivf.nlist} lists"
+    total = 0
+    for lst in range(ivf.nlist):
+        size = inv.list_size(lst)
+        total += size
+        if total > n:
+            break
+        ptr = inv.get_ids(lst)
+        try:
+            ok = _in_range(_view(faiss, ptr, size, np.int64), 0, n)
+        finally:
+            inv.release_ids(lst, ptr)
+        if not ok:
+            return f"its IVF list {lst} holds ids outside rows 0..{n - 1}"
+    if total != n:
+        return f"its IVF lists hold {total} ids for {n} vectors"
+    return None
+
+
+def _check_faiss_index(faiss: Any, index: Any) -> str | None:
+    """What is wrong with a FAISS index read from a file (None: consistent), checked without copying it."""
+    n, d = index.ntotal, index.d
+    if not 0 < d <= 1 << 16 or n < 0:
+        return f"it claims {n} vectors of {d} dimensions"
+    if hasattr(index, "hnsw"):
+        why = _check_hnsw(faiss, index)
+        if why:
+            return why
+    if _is_ivf(index):
+        why = _check_ivf(faiss, faiss.extract_index_ivf(index), n)
+        if why:
+            return why
+    codes = getattr(index, "codes", None)  # Flat-like: the codes must hold every vector
+    if codes is not None and hasattr(index, "code_size") and codes.size() != n * index.code_size:
+        return f"its codes hold {codes.size()} bytes for {n} vectors of {index.code_size}"
+    if n:
+        k = min(10, n)
+        _, ids = index.search(np.ones((1, d), dtype=np.float32), k)
+        if int(ids.min()) < -1 or int(ids.max()) >= n:
+            return f"a test search returned rows outside 0..{n - 1}"
+    return None
+
+
+def _probe_main() -> None:
+    """In a child process (see :func:`probe_faiss_file`): read ``argv[1]``, check it, print one JSON line."""
+    import json
+    import sys
+
+    faiss = _faiss()
+    try:
+        index = open_faiss_index(sys.argv[1])
+        why = _check_faiss_index(faiss, index)
+    except (RuntimeError, MemoryError, ValueError, OverflowError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        why = f"FAISS cannot read it ({type(exc).__name__}: {first})"
+        index = None
+    info = {"error": why} if why or index is None else \
+        {"class": type(index).__name__, "d": int(index.d), "ntotal": int(index.ntotal)}
+    print(json.dumps(info), flush=True)
+
+
+def probe_faiss_file(path: Path, label: str | Path | None = None) -> dict[str, Any]:
+    """Read and check a FAISS file in a child process with an address-space cap (twice the file plus 1 GiB): a
+    truncated or forged file that makes FAISS crash, abort or allocate without bound is an IndexCorruptError here
+    instead of a dead process. Returns ``{"class", "d", "ntotal"}``."""
+    import json
+    import subprocess
+    import sys
+
+    name = label if label is not None else path
+    _faiss()  # ConfigError without faiss, before a child is started
+    cap = 2 * path.stat().st_size + (1 << 30) + (1 << 29)
+
+    def limit() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    code = "from searchgym.retrieval.dense_scale import _probe_main; _probe_main()"
+    try:
+        r = subprocess.run([sys.executable, "-c", code, str(path)], check=False, capture_output=True, text=True,
+                           timeout=PROBE_TIMEOUT_S, preexec_fn=limit, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    except subprocess.TimeoutExpired:
+        raise IndexCorruptError(f"{name}: reading and checking it took over {PROBE_TIMEOUT_S} s; refused") from None
+    lines = r.stdout.strip().splitlines()
+    try:
+        info = json.loads(lines[-1]) if r.returncode == 0 and lines else None
+    except ValueError:
+        info = None
+    if not isinstance(info, dict):
+        how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit status {r.returncode}"
+        raise IndexCorruptError(f"{name} is not a readable FAISS index (FAISS died reading it: {how}); "
+                                "give the intact file (truncated or damaged?)")
+    if info.get("error"):
+        raise IndexCorruptError(f"{name} is not a valid FAISS index: {info['error']}")
+    return info
+
+
 def import_faiss_index(faiss_file: str | Path, corpus: str | Path | Sequence[Passage], out: str | Path, *,
                        model: str, query_prefix: str = "", normalize: bool = True, nprobe: int | None = None,
                        ef_search: int | None = None, overwrite: bool = False, format: str | None = None) -> Path:
@@ -212,16 +351,16 @@ def import_faiss_index(faiss_file: str | Path, corpus: str | Path | Sequence[Pas
     faiss_file = Path(faiss_file)
     if not faiss_file.is_file():
         raise ConfigError(f"no FAISS index file at {faiss_file}")
-    idx = open_faiss_index(faiss_file)
     t0 = time.perf_counter()
     with atomic_dir(out, overwrite=overwrite) as tmp:
+        _link_or_copy(faiss_file, tmp / FAISS_FILE)  # checked as linked: a later change fails the checksum
+        info = probe_faiss_file(tmp / FAISS_FILE, label=faiss_file)
         n, fp, _ = _passages_into(tmp, corpus, format)
-        if n != idx.ntotal:
-            raise IndexMismatchError(f"{faiss_file} holds {idx.ntotal} vectors, the corpus {n} passages; row i of "
-                                     "the FAISS index must be passage i of the corpus")
-        _link_or_copy(faiss_file, tmp / FAISS_FILE)
+        if n != info["ntotal"]:
+            raise IndexMismatchError(f"{faiss_file} holds {info['ntotal']} vectors, the corpus {n} passages; row i "
+                                     "of the FAISS index must be passage i of the corpus")
         entry = {"model": model, "query_prefix": query_prefix, "normalize": normalize, "faiss_file": FAISS_FILE,
-                 "index_class": type(idx).__name__, "dim": int(idx.d), "ntotal": int(idx.ntotal),
+                 "index_class": info["class"], "dim": info["d"], "ntotal": info["ntotal"],
                  "nprobe": nprobe, "ef_search": ef_search}
         write_manifest(tmp, n_passages=n, fingerprint=fp, backends={NAME: entry},
                        build_seconds=time.perf_counter() - t0,

@@ -127,7 +127,7 @@ class _Work:
     def read_state(self) -> dict[str, Any] | None:
         try:
             s = json.loads(self.state_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return None
         return s if isinstance(s, dict) else None
 
@@ -294,6 +294,62 @@ def _build_shard(work: _Work, i: int, a: int, b: int, p1: dict[str, Any], idf: n
     return {"dir": f"{NAME}/shards/{i:03d}", "start": a, "n": b - a, "nnz": int(pb - pa)}
 
 
+def _nonneg_int(v: Any) -> bool:
+    return type(v) is int and 0 <= v < 2**62
+
+
+def _file_len(p: Path) -> int:
+    return p.stat().st_size if p.is_file() else -1
+
+
+def _pass1_ok(work: _Work, p1: Any) -> bool:
+    """Pass 1's record against its temporary files: types, ranges, sizes, a finite avgdl equal to the lengths'."""
+    if not isinstance(p1, dict) or not all(_nonneg_int(p1.get(k)) for k in ("n", "n_terms", "postings")) \
+            or p1["n"] < 1 or not isinstance(p1.get("fingerprint"), str) \
+            or not isinstance(p1.get("avgdl"), float) or not math.isfinite(p1["avgdl"]):
+        return False
+    n, nnz, t = p1["n"], p1["postings"], work.tmp
+    sizes = {"terms.i32": 4 * nnz, "tfs.i32": 4 * nnz, "docptr.u64": 8 * (n + 1), "lens.i64": 8 * n,
+             "idhash.i64": 8 * n}
+    if any(_file_len(t / f) != size for f, size in sizes.items()) \
+            or _file_len(work.index / "passages" / "offsets.u64") != 8 * (n + 1) \
+            or not (work.index / NAME / "vocab.json").is_file():
+        return False
+    try:
+        df = np.load(t / "df.npy", mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError):
+        return False
+    last = int(np.fromfile(t / "docptr.u64", dtype="<u8", count=1, offset=8 * n)[0])
+    lens = np.fromfile(t / "lens.i64", dtype="<i8")
+    return df.shape == (p1["n_terms"],) and last == nnz and bool(lens.min() >= 0) \
+        and abs(float(lens.mean()) - p1["avgdl"]) <= 1e-9 * max(1.0, p1["avgdl"])
+
+
+def _shard_ok(work: _Work, i: int, rec: Any, a: int, b: int, docptr: np.ndarray) -> bool:
+    return (isinstance(rec, dict) and rec.get("dir") == f"{NAME}/shards/{i:03d}" and rec.get("start") == a
+            and rec.get("n") == b - a and type(rec.get("nnz")) is int and rec["nnz"] == int(docptr[b] - docptr[a])
+            and all((work.index / rec["dir"] / f).is_file() for f in ("data.npy", "indices.npy", "indptr.npy")))
+
+
+def _resumable(work: _Work, state: dict[str, Any], shards: int | None, shard_size: int | None
+               ) -> dict[str, Any] | None:
+    """``state`` checked against the work directory (None: start afresh): pass 1's record and its files, and
+    each finished shard's record (one that does not match is dropped, so only that shard is built again)."""
+    p1, done = state.get("pass1"), state.get("shards")
+    if not isinstance(done, dict):
+        return None
+    if p1 is None:
+        return {**state, "shards": {}}
+    if not _pass1_ok(work, p1):
+        return None
+    bounds = _shard_bounds(p1["n"], shards, shard_size)
+    docptr = np.memmap(work.tmp / "docptr.u64", dtype="<u8", mode="r", shape=(p1["n"] + 1,))
+    kept = {str(i): done[str(i)] for i in range(len(bounds) - 1)
+            if str(i) in done and _shard_ok(work, i, done[str(i)], bounds[i], bounds[i + 1], docptr)}
+    del docptr
+    return {**state, "shards": kept}
+
+
 def build_sharded_index(
     corpus: str | Path | Sequence[Passage],
     out_dir: str | Path,
@@ -332,6 +388,11 @@ def build_sharded_index(
     try:
         state = work.read_state()
         if state is None or key["source"] is None or state.get("key") != key:
+            state = None
+        elif (state := _resumable(work, state, shards, shard_size)) is None:
+            log.warning("the saved state of the build of %s does not match its temporary files; starting afresh",
+                        out)
+        if state is None:
             work.reset()
             state = {"key": key, "pass1": None, "shards": {}}
         else:

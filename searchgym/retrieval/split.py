@@ -3,6 +3,11 @@
 ``split_sharded_index(DIR, OUT)`` writes ``OUT/shard-000`` ...: the shard's arrays (hard links where the
 filesystem allows), the global vocabulary and the shard's own passages. Each scores with the global statistics,
 so a set of split shards served side by side merges to the unsharded index's exact top k.
+
+The source is opened by :func:`~searchgym.retrieval.index.load_index` first (sizes, checksums, every path
+contained in DIR, the shards' structure), so a damaged or hostile source is refused with IndexCorruptError before
+anything is written. The linked files carry the source's checksums (not fresh ones): a shard file changed after
+the check fails verification in the split index as it would in the source.
 """
 
 from __future__ import annotations
@@ -11,11 +16,23 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from searchgym.errors import ConfigError, IndexCorruptError
-from searchgym.retrieval.index import atomic_dir, read_manifest, write_manifest
+from searchgym.retrieval.checksums import default_checksum_algorithm, file_checksum
+from searchgym.retrieval.index import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    atomic_dir,
+    contained,
+    load_index,
+    read_manifest,
+)
+
+ARRAYS = ("data.npy", "indices.npy", "indptr.npy")
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:
@@ -25,8 +42,55 @@ def _link_or_copy(src: Path, dst: Path) -> None:
         shutil.copyfile(src, dst)
 
 
-def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = False) -> list[Path]:
-    """Write one index directory per shard of the sharded index ``src`` into ``out/shard-NNN``."""
+def _shard_specs(src: Path, entry: dict[str, Any], n_passages: int) -> list[dict[str, Any]]:
+    """The shard list, each ``start``/``n`` an int within the corpus and ``dir`` inside ``src`` (load_index has
+    checked the same; this keeps the split safe on its own)."""
+    specs = entry.get("shards")
+    if not isinstance(specs, list) or not specs:
+        raise IndexCorruptError(f"{src / MANIFEST}: 'shards' must be a non-empty list")
+    start = 0
+    for i, s in enumerate(specs):
+        if not isinstance(s, dict) or type(s.get("start")) is not int or type(s.get("n")) is not int \
+                or s["start"] != start or not 0 <= s["n"] <= n_passages - start:
+            raise IndexCorruptError(f"{src / MANIFEST}: shard {i} is {str(s)[:80]!r}, not an object with an int "
+                                    f"start/n covering rows {start}.. of {n_passages}; rebuild the index")
+        contained(src, s.get("dir"), what=f"shard {i}'s 'dir'")
+        start += s["n"]
+    if start != n_passages:
+        raise IndexCorruptError(f"{src / MANIFEST}: the shards cover {start} of {n_passages} passages")
+    return specs
+
+
+def _manifest(tmp: Path, src_ck: dict[str, Any] | None, carried: dict[str, str], **fields: Any) -> None:
+    """``tmp/manifest.json``: every file's size, the carried files' checksums from the source, the rest hashed."""
+    import searchgym
+
+    files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+    algo = src_ck["algorithm"] if src_ck else default_checksum_algorithm()
+    sums = {rel: (src_ck["files"][carried[rel]] if src_ck and rel in carried else file_checksum(tmp / rel, algo))
+            for rel in files}
+    m = {"format": FORMAT, "format_version": FORMAT_VERSION,
+         "searchgym_version": getattr(searchgym, "__version__", "unknown"), "build_seconds": 0.0, **fields,
+         "files": files, "checksums": {"algorithm": algo, "files": sums}}
+    (tmp / MANIFEST).write_text(json.dumps(m, indent=2) + "\n", encoding="utf-8")
+
+
+def _copy_records(records: Path, lo: int, hi: int, dst: Path) -> None:
+    with open(records, "rb") as src_f, open(dst, "wb") as g:
+        src_f.seek(lo)
+        left = hi - lo
+        while left:
+            chunk = src_f.read(min(left, 1 << 24))
+            if not chunk:
+                raise IndexCorruptError(f"{records} ends before byte {hi}")
+            g.write(chunk)
+            left -= len(chunk)
+
+
+def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = False,
+                        verify: bool = True) -> list[Path]:
+    """Write one index directory per shard of the sharded index ``src`` into ``out/shard-NNN``.
+    ``verify=False`` skips the source's checksums (sizes, containment and structure are still checked)."""
     from searchgym.retrieval.sharded import NAME as SHARDED
     from searchgym.retrieval.store import OFFSETS, RECORDS
 
@@ -36,42 +100,43 @@ def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = F
     if entry is None:
         raise ConfigError(f"{src} is not a sharded index (backends: {sorted(m['backends'])}); build it with "
                           "`searchgym index build CORPUS --shards N`")
+    load_index(src, kind="bm25", backend="numpy", verify=verify)  # the loader's checks, refused before any write
+    specs = _shard_specs(src, entry, m["n_passages"])
+    vocab_rel = str(Path(entry["vocab_file"]))
+    sdir = contained(src, m["passages_store"]["dir"], what="'passages_store'")
+    offsets = np.memmap(sdir / OFFSETS, dtype="<u8", mode="r")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    offsets = np.memmap(src / m["passages_store"]["dir"] / OFFSETS, dtype="<u8", mode="r")
-    records = src / m["passages_store"]["dir"] / RECORDS
     dirs = []
-    for i, spec in enumerate(entry["shards"]):
-        a, n = int(spec["start"]), int(spec["n"])
+    for i, spec in enumerate(specs):
+        a, n = spec["start"], spec["n"]
         d = out / f"shard-{i:03d}"
         with atomic_dir(d, overwrite=overwrite) as tmp:
             (tmp / "passages").mkdir()
             lo, hi = int(offsets[a]), int(offsets[a + n])
-            with open(records, "rb") as src_f, open(tmp / "passages" / RECORDS, "wb") as g:
-                src_f.seek(lo)
-                left = hi - lo
-                while left:
-                    chunk = src_f.read(min(left, 1 << 24))
-                    if not chunk:
-                        raise IndexCorruptError(f"{records} ends before byte {hi}")
-                    g.write(chunk)
-                    left -= len(chunk)
+            _copy_records(sdir / RECORDS, lo, hi, tmp / "passages" / RECORDS)
             (np.asarray(offsets[a:a + n + 1], dtype="<u8") - np.uint64(lo)).astype("<u8").tofile(
                 tmp / "passages" / OFFSETS)
-            sdir = tmp / SHARDED / "shards" / "000"
-            sdir.mkdir(parents=True)
-            for f in ("data.npy", "indices.npy", "indptr.npy"):
-                _link_or_copy(src / spec["dir"] / f, sdir / f)
-            _link_or_copy(src / entry["vocab_file"], tmp / SHARDED / "vocab.json")
+            shard_rel = str(Path(spec["dir"]))
+            (tmp / SHARDED / "shards" / "000").mkdir(parents=True)
+            carried = {f"{SHARDED}/shards/000/{f}": f"{shard_rel}/{f}" for f in ARRAYS}
+            carried[f"{SHARDED}/vocab.json"] = vocab_rel
+            for new, old in carried.items():
+                if old not in m["files"]:
+                    raise IndexCorruptError(f"{src / MANIFEST}: {old!r} is not one of the index's listed files")
+                _link_or_copy(src / old, tmp / new)
             sub = {**entry, "vocab_file": f"{SHARDED}/vocab.json",
                    "shards": [{**spec, "dir": f"{SHARDED}/shards/000", "start": 0}],
                    "split_from": {"corpus_fingerprint": m["corpus_fingerprint"], "shard": i,
-                                  "of": len(entry["shards"]), "start": a, "n_passages": m["n_passages"]}}
-            write_manifest(tmp, n_passages=n, fingerprint=f"{m['corpus_fingerprint']}#shard{i}",
-                           backends={SHARDED: sub}, build_seconds=0.0,
-                           passages={"passages_store": {"format": "records-offsets", "dir": "passages"}})
+                                  "of": len(specs), "start": a, "n_passages": m["n_passages"]}}
+            _manifest(tmp, m.get("checksums"), carried, n_passages=n,
+                      corpus_fingerprint=f"{m['corpus_fingerprint']}#shard{i}",
+                      passages_store={"format": "records-offsets", "dir": "passages"}, backends={SHARDED: sub})
         dirs.append(d)
-    (out / "shards.json").write_text(json.dumps({"source": str(src.resolve()), "shards": [p.name for p in dirs],
-                                                 "n_passages": m["n_passages"],
-                                                 "corpus_fingerprint": m["corpus_fingerprint"]}, indent=2))
+    listing = out / "shards.json"
+    tmp_listing = listing.with_name(f".{listing.name}.tmp-{os.getpid()}")
+    tmp_listing.write_text(json.dumps({"source": str(src.resolve()), "shards": [p.name for p in dirs],
+                                       "n_passages": m["n_passages"], "corpus_fingerprint": m["corpus_fingerprint"]},
+                                      indent=2))
+    os.replace(tmp_listing, listing)
     return dirs

@@ -10,6 +10,9 @@ run of ``passages_per_title`` passages with 1-3 rarer words, and writes Search-R
 
     python -m searchgym.retrieval.synth corpus.jsonl 100000          # 100k passages
     python -m searchgym.retrieval.synth corpus.jsonl 1000 --vocab-size 5000 --seed 3
+
+Arguments are bounded (:data:`LIMITS`) and the output path is checked before any work: a folder, a missing
+parent or an out-of-range argument is a one-line ConfigError, and no temporary file is left behind.
 """
 
 from __future__ import annotations
@@ -19,9 +22,16 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
+from searchgym.errors import ConfigError, SearchGymError
+
+# The largest values accepted: memory is ~70 bytes per vocabulary word (words + CDF) and ~40 bytes per drawn
+# word of a batch of 2,048 passages, so the caps keep a run under ~1 GB whatever it is given.
+LIMITS = {"n": 10**10, "vocab_size": 10_000_000, "words_per_passage": 10_000, "passages_per_title": 10**6,
+          "seed": 2**63 - 1}
 WIKI18_PASSAGES = 21_015_324
 ZIPF_EXPONENT = 1.07
 _FUNCTION_WORDS = ("the", "of", "and", "in", "a", "to", "was", "is", "for", "on", "as", "by", "with", "he",
@@ -84,10 +94,40 @@ def iter_synthetic_passages(n: int, *, vocab_size: int = 2_000_000, words_per_pa
             yield str(i), title, text
 
 
+def check_arguments(**values: int) -> None:
+    """ConfigError unless each value is an int within ``0 <= value <= LIMITS[name]`` (n and seed may be 0)."""
+    for name, v in values.items():
+        lo = 0 if name in ("n", "seed") else 1
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or not lo <= v <= LIMITS[name]:
+            raise ConfigError(f"synthetic corpus: {name} = {v!r} must be an integer in {lo}..{LIMITS[name]:,}")
+
+
+def check_output(path: Path) -> None:
+    """ConfigError unless ``path`` can become a file: not a folder, its parent an existing folder."""
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; give the jsonl file to write (e.g. {path / 'corpus.jsonl'})")
+    if not path.parent.is_dir():
+        raise ConfigError(f"{path.parent} is not an existing folder; create it first or choose another output")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{path} exists and is not a regular file; choose another output")
+
+
+def _remove_stale_tmp(path: Path) -> None:
+    """Temporary files of earlier runs of ``path`` whose process is gone (a killed run)."""
+    for p in path.parent.glob(f".{path.name}.tmp-*"):
+        pid = p.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
+            p.unlink(missing_ok=True)
+
+
 def write_synthetic_corpus(path: str | Path, n: int, *, vocab_size: int = 2_000_000, words_per_passage: int = 100,
                            passages_per_title: int = 7, seed: int = 0) -> Path:
     """Write ``n`` synthetic passages as Search-R1 jsonl to ``path`` (atomically), streaming."""
+    check_arguments(n=n, vocab_size=vocab_size, words_per_passage=words_per_passage,
+                    passages_per_title=passages_per_title, seed=seed)
     path = Path(path)
+    check_output(path)
+    _remove_stale_tmp(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         rows = iter_synthetic_passages(n, vocab_size=vocab_size, seed=seed, words_per_passage=words_per_passage,
@@ -108,17 +148,40 @@ def synthetic_queries(n: int, *, vocab_size: int = 2_000_000, seed: int = 1) -> 
     return [" ".join(words[int(r)] for r in zipf.draw(int(rng.integers(5, 13)))) for _ in range(n)]
 
 
+def _count(text: str) -> int:
+    """An integer argument, also written as ``1e6`` (an integral number); out-of-range values are refused later."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        f = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not f.is_integer():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    return int(f)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line, not the usage block
+        self.exit(2, f"error: {message} (see --help)\n")
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m searchgym.retrieval.synth", description=__doc__.split("\n\n")[0])
+    ap = _Parser(prog="python -m searchgym.retrieval.synth", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path, help="the jsonl file to write")
-    ap.add_argument("n", type=int, help="number of passages (wiki-18 has 21,015,324)")
-    ap.add_argument("--vocab-size", type=int, default=2_000_000)
-    ap.add_argument("--words", type=int, default=100, help="mean words per passage")
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("n", type=_count, help="number of passages (wiki-18 has 21,015,324)")
+    ap.add_argument("--vocab-size", type=_count, default=2_000_000)
+    ap.add_argument("--words", type=_count, default=100, help="mean words per passage")
+    ap.add_argument("--seed", type=_count, default=0)
     a = ap.parse_args(argv)
-    if a.n < 0 or a.vocab_size < 1 or a.words < 1:
-        ap.error("n must be >= 0, --vocab-size and --words >= 1")
-    write_synthetic_corpus(a.out, a.n, vocab_size=a.vocab_size, words_per_passage=a.words, seed=a.seed)
+    try:
+        write_synthetic_corpus(a.out, a.n, vocab_size=a.vocab_size, words_per_passage=a.words, seed=a.seed)
+    except SearchGymError as exc:
+        ap.exit(2, f"error: {exc}\n")
+    except OSError as exc:
+        ap.exit(2, f"error: cannot write {a.out}: {exc.strerror or exc}\n")
     print(f"wrote {a.n:,} passages to {a.out} ({a.out.stat().st_size / 1e6:.1f} MB)")
 
 

@@ -44,6 +44,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                         "the world)."),
         device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
         resume: bool = typer.Option(False, "--resume", help="Skip finished stages; continue interrupted arms."),
+        overwrite: bool = typer.Option(False, "--overwrite", help="Write into an --out folder of other files "
+                                                                  "(the run replaces its own names there)."),
         stop_on_failed_gate: bool = typer.Option(False, "--stop-on-failed-gate", help="When the SFT start fails "
                                                  "the competence gate, stop before the arms (exit code 3) instead "
                                                  "of running them for findings the report marks unusable."),
@@ -105,6 +107,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                 raise ConfigError(f"--quick is --preset quick; it contradicts --preset {preset}")
             if ship_start and not only_start:
                 raise ConfigError("--ship-start needs --only-start (the shipped start is built on its own)")
+            _check_out(out, resume=resume, overwrite=overwrite)
             cfg = sq.SqueezeConfig.preset(quick, name=preset, out=str(out), seeds=seeds, model=model, device=device,
                                           only_start=only_start or None, ship_start=ship_start or None,
                                           resume=resume, stop_on_failed_gate=stop_on_failed_gate or None,
@@ -125,7 +128,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             console.print(f"[yellow]{e}[/yellow]")
             raise typer.Exit(3) from e
         except SearchGymError as e:
-            console.print(f"[red]{type(e).__name__}: {e}[/red]")
+            console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
             raise typer.Exit(2) from e
         if only_start:
             return
@@ -133,6 +136,12 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         text = sq.headline(summary, block)
         typer.echo(text)
         _update_readme(readme, docs, sq.short_headline(summary, block), text, console)
+
+
+def _check_out(out: Path, *, resume: bool, overwrite: bool) -> None:
+    from searchgym.experiments.squeeze.outdir import check_out_dir
+
+    check_out_dir(out, resume=resume, overwrite=overwrite)
 
 
 def _pool_worlds(out: Path, worlds: str | None, console: Any) -> dict[str, Any] | None:
@@ -151,7 +160,7 @@ def _pool_worlds(out: Path, worlds: str | None, console: Any) -> dict[str, Any] 
             warnings.simplefilter("always")
             block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]))
     except SearchGymError as e:
-        console.print(f"[red]{type(e).__name__}: {e}[/red]")
+        console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from e
     for w in caught:
         console.print(f"[yellow]warning: {w.message}[/yellow]")
@@ -174,7 +183,7 @@ def _update_readme(readme: str | None, docs: str | None, short: str, full: str, 
         write_readme_headline(readme, short)
         write_between(page, RESULTS_BEGIN, RESULTS_END, full)
     except SearchGymError as e:
-        console.print(f"[red]{type(e).__name__}: {e}[/red]")
+        console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from e
     console.print(f"summary written into {readme}; full results into {page}")
 

@@ -49,12 +49,7 @@ def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
                 raise ConfigError(f"no {p}: each --worlds entry is a `searchgym squeeze --out DIR` run directory")
             out.append(stopped)
             continue
-        try:
-            s = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{p} is not a squeeze summary.json: {e}") from e
-        if not isinstance(s, dict) or "arms" not in s or "config" not in s:
-            raise ConfigError(f"{p} is not a squeeze summary.json (no 'arms'/'config')")
+        s = read_summary(p)
         s["_path"] = str(p)
         out.append(s)
     seeds = [_world_seed(s) for s in out]
@@ -64,6 +59,86 @@ def load_worlds(runs: list[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
+MAX_SUMMARY_BYTES = 64 << 20  # a real summary.json is < 1 MB
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text} is out of range")
+    return v
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a finite number")
+
+
+def read_json_capped(p: Path, what: str = "squeeze summary.json") -> Any:
+    """A regular UTF-8 JSON file of at most MAX_SUMMARY_BYTES with finite numbers only; else ConfigError."""
+    try:
+        if not p.is_file():
+            raise ConfigError(f"{p} is not a regular file; give a {what}")
+        if p.stat().st_size > MAX_SUMMARY_BYTES:
+            raise ConfigError(f"{p} has {p.stat().st_size:,} bytes, over the {MAX_SUMMARY_BYTES:,}-byte cap of a {what}")
+        with open(p, "rb") as f:
+            raw = f.read(MAX_SUMMARY_BYTES + 1)
+        return json.loads(raw.decode("utf-8"), parse_float=_finite, parse_constant=_no_constant)
+    except OSError as e:
+        raise ConfigError(f"{p} cannot be read ({e.strerror or e}); give a {what}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p} is not UTF-8 text; give a {what}") from None
+    except RecursionError:
+        raise ConfigError(f"{p} is nested too deeply to be a {what}") from None
+    except ValueError as e:  # JSONDecodeError and the number checks
+        raise ConfigError(f"{p} is not a {what}: {str(e)[:200]}") from None
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_values(p: Path, where: str, block: Any) -> None:
+    if block is None:
+        return
+    if not isinstance(block, dict):
+        raise ConfigError(f"{p}: {where} must be an object, not {type(block).__name__}")
+    vals = block.get("values")
+    if vals is not None and (not isinstance(vals, list) or not all(v is None or _is_num(v) for v in vals)):
+        raise ConfigError(f"{p}: {where}.values must be a list of finite numbers (seeds' values)")
+
+
+def check_summary(p: Path, s: Any) -> None:
+    """The schema :func:`worlds_block` reads: objects where it expects them, an int world seed, finite numbers."""
+    if not isinstance(s, dict) or not isinstance(s.get("arms"), dict) or not isinstance(s.get("config"), dict):
+        raise ConfigError(f"{p} is not a squeeze summary.json ('arms' and 'config' must be objects)")
+    ws = s["config"].get("world_seed")
+    if ws is not None and (type(ws) is not int or not 0 <= ws < 2**63):
+        raise ConfigError(f"{p}: config.world_seed must be a non-negative integer, not {ws!r}")
+    comp = s.get("competence")
+    if comp is not None and (not isinstance(comp, dict) or not all(
+            comp.get(k) is None or _is_num(comp[k]) for k in ("test_success", "lower_bound"))):
+        raise ConfigError(f"{p}: 'competence' must be an object with numeric test_success / lower_bound")
+    if not isinstance(s.get("dose") or {}, dict):
+        raise ConfigError(f"{p}: 'dose' must be an object")
+    for name, arm in s["arms"].items():
+        if not isinstance(arm, dict):
+            raise ConfigError(f"{p}: arm {name!r} must be an object, not {type(arm).__name__}")
+        for key, _ in COMPARED:
+            _check_values(p, f"arms.{name}.{key}", arm.get(key))
+        shift = arm.get("shift")
+        if shift is not None and not isinstance(shift, dict):
+            raise ConfigError(f"{p}: arms.{name}.shift must be an object")
+        for sp, block in (shift or {}).items():
+            _check_values(p, f"arms.{name}.shift.{sp}", block)
+
+
+def read_summary(p: Path) -> dict[str, Any]:
+    """A run's summary.json, read capped and checked (:func:`check_summary`)."""
+    s = read_json_capped(p)
+    check_summary(p, s)
+    return s
+
+
 def _stopped_at_gate(run: Path) -> dict[str, Any] | None:
     """A run stopped by ``--stop-on-failed-gate`` (a failed gate, no summary): a record that
     :func:`worlds_block` leaves out with its reason; None for anything else."""
@@ -71,14 +146,19 @@ def _stopped_at_gate(run: Path) -> dict[str, Any] | None:
     if not gate.exists() or not cfg.exists():
         return None
     try:
-        g, c = json.loads(gate.read_text(encoding="utf-8")), json.loads(cfg.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
+        g, c = read_json_capped(gate, "gate.json"), read_json_capped(cfg, "config.json")
+    except ConfigError:
+        return None
+    if not isinstance(g, dict) or not isinstance(c, dict):
         return None
     from types import SimpleNamespace
 
     from searchgym.experiments.squeeze.summary import competence
 
-    comp = competence(SimpleNamespace(competence_gate=c.get("competence_gate", 0.3)), {"gate": g})
+    try:
+        comp = competence(SimpleNamespace(competence_gate=c.get("competence_gate", 0.3)), {"gate": g})
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError):
+        raise ConfigError(f"{gate} is not a competence gate record (or {cfg} not a squeeze config)") from None
     if comp["passed"]:
         return None
     return {"config": c, "arms": {}, "_path": str(run), "competence": comp}
