@@ -186,7 +186,7 @@ class ReadStats:
                 "observations": self.observations, "skipped_lines": self.skipped_lines,
                 "reemitted_turns": self.reemitted, "sidecar_evidence": self.sidecar,
                 "skipped_reasons": dict(self.skipped_reasons), "grammars": dict(self.grammars),
-                "notes": list(self.notes), "cut_lines": list(self.cut_lines),
+                "notes": list(self.notes), **({"cut_lines": list(self.cut_lines)} if self.cut_lines else {}),
                 **({"rejected": self.rejected} if self.rejected else {})}
 
 
