@@ -14,7 +14,7 @@ from searchgym.envs import RayVectorEnv, SearchVectorEnv
 def ray_session():
     started = not ray.is_initialized()
     if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     if started:
         ray.shutdown()

@@ -101,8 +101,8 @@ class RayVectorEnv(VectorEnv):
         if not ray.is_initialized():
             kw: dict[str, Any] = {"include_dashboard": False, "ignore_reinit_error": True,
                                   "log_to_driver": False}
-            if address is None:
-                kw["num_cpus"] = os.cpu_count() or 1
+            if address is None:  # a Ray of its own, even where another cluster runs on this machine
+                kw.update(address="local", num_cpus=os.cpu_count() or 1)
             else:
                 kw["address"] = address
             kw.update(ray_init_kwargs or {})
