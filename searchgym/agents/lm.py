@@ -15,6 +15,7 @@ With ``temperature == 0`` decoding is greedy and both are computed at T = 1.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -296,17 +297,67 @@ class _Decoding:
 def _cache_layers(past: Any) -> list[tuple[Any, Any]] | None:
     """The per-layer ``(keys, values)`` of a plain transformers ``DynamicCache`` (None for any other cache)."""
     layers = getattr(past, "layers", None)
-    if not layers or any(type(layer).__name__ != "DynamicLayer" for layer in layers):
+    if not layers or any(type(layer).__name__ not in ("DynamicLayer", "GrowingLayer") for layer in layers):
         return None
     return [(layer.keys, layer.values) for layer in layers]
 
 
-def _as_cache(past: list[tuple[Any, Any]] | None) -> Any:
-    if past is None:
-        return None
+@functools.lru_cache(maxsize=1)
+def _growing_layer() -> Any:
+    from transformers.cache_utils import DynamicLayer
+
+    class GrowingLayer(DynamicLayer):
+        """A ``DynamicLayer`` whose keys/values are views of a buffer with room for ``reserve`` more positions: a
+        decode step writes its one column instead of copying the whole cache (``torch.cat``), which on a CPU
+        whose memory bandwidth is shared is much of a tiny LM's decode step. The same numbers."""
+
+        def __init__(self, reserve: int):
+            super().__init__()
+            self.reserve, self._n, self._kb, self._vb = reserve, 0, None, None
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, q = self._n, key_states.shape[-2]
+            if self._kb is None or n + q > self._kb.shape[-2]:
+                shape = (*key_states.shape[:2], n + q + self.reserve)
+                kb = key_states.new_empty((*shape, key_states.shape[-1]))
+                vb = value_states.new_empty((*shape, value_states.shape[-1]))
+                if n:
+                    kb[:, :, :n] = self.keys
+                    vb[:, :, :n] = self.values
+                self._kb, self._vb = kb, vb
+            self._kb[:, :, n:n + q] = key_states
+            self._vb[:, :, n:n + q] = value_states
+            self._n = n + q
+            self.keys, self.values = self._kb[:, :, :self._n], self._vb[:, :, :self._n]
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: Any) -> None:
+            if self._n:
+                self._kb, self._vb = self._kb[indices], self._vb[indices]
+                self.keys, self.values = self._kb[:, :, :self._n], self._vb[:, :, :self._n]
+
+    return GrowingLayer
+
+
+def _as_cache(model: Any, past: list[tuple[Any, Any]] | None, reserve: int) -> Any:
+    """A ``DynamicCache`` of growing layers (:func:`_growing_layer`, holding ``past`` when given) for a model whose
+    layers all use full attention; else the model's own cache (a plain ``DynamicCache`` of ``past``, or None)."""
     from transformers import DynamicCache
 
-    return DynamicCache(ddp_cache_data=past)
+    cfg = getattr(model, "config", None)
+    text = cfg.get_text_config(decoder=True) if hasattr(cfg, "get_text_config") else cfg
+    if getattr(text, "layer_types", None) and set(text.layer_types) != {"full_attention"} \
+            or not hasattr(DynamicCache(), "layers"):
+        return DynamicCache(ddp_cache_data=past) if past is not None else None
+    layer = _growing_layer()
+    cache = DynamicCache()
+    cache.layer_class_to_replicate = functools.partial(layer, reserve)
+    for k, v in past or []:
+        cache.layers.append(layer(reserve))
+        cache.layers[-1].update(k, v)
+    return cache
 
 
 def _decode(model: Any, inputs: tuple[Any, Any, Any, Any], dec: _Decoding, *, max_new_tokens: int, pad: int,
@@ -320,7 +371,7 @@ def _decode(model: Any, inputs: tuple[Any, Any, Any, Any], dec: _Decoding, *, ma
     # token (a fifth of a tiny LM's prefill time; the kept logits are the same numbers)
     last_only = {"logits_to_keep": 1} if _accepts_logits_to_keep(model) else {}
     cache_kw = _cache_kwarg(model)
-    past = _as_cache(past_kv)
+    past = _as_cache(model, past_kv, max_new_tokens)
     can_compact = True
     for step in range(max_new_tokens):
         out = model(input_ids=cur_ids, attention_mask=attn, position_ids=cur_pos, use_cache=True,
@@ -518,6 +569,7 @@ class _Slot:
     ids: list[int] = field(default_factory=list)  # prompt + everything after it, as fed to the model
     mask: list[int] = field(default_factory=list)  # 1 = the agent's own token (after the prompt)
     text: str = ""  # the conversation after the prompt (actions + observations), for display
+    history: KVHistory | None = None  # what the model has read of ids (generate(history=...))
 
 
 def encode_prompt(tokenizer: Any, prompt: str, *, use_chat_template: bool | None = None) -> list[int]:
@@ -620,8 +672,10 @@ class LMAgent:
         slots = [self._observe(i, o, inf) for i, o, inf in zip(idx, observations, infs)]
         outs = generate(self.model, self.tokenizer, [s.ids for s in slots],
                         max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                        device=self.device, generator=self.generator)
+                        device=self.device, generator=self.generator, history=[s.history for s in slots],
+                        keep_history=True)
         for s, o in zip(slots, outs):
+            s.history = o.extra.pop("history", None)  # the next turn reads only what was added
             s.ids.extend(o.token_ids)
             s.mask.extend([1] * len(o.token_ids))
             s.text += o.text
