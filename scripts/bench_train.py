@@ -1,23 +1,31 @@
-"""Benchmark the CPU training path: tiny-LM rollout throughput, one GRPO step, and training GFLOP/s.
+"""Benchmark the CPU training path. By default: one GRPO step of the squeeze preset, timed.
 
-Measures, on the embedded world with a BM25 index and a tiny Llama-style LM (trained for a few SFT steps on
-diverse-agent demonstrations first, so it speaks the grammar and stops on ``</search>``/``</answer>``):
+The step (``step``): the default squeeze preset's RL step (8 questions x 8 samples, 20 new tokens per turn, 4
+minibatches, learning rate 5e-4; ``--quick`` uses the quick preset's 4 x 8) from the shipped SFT start on the
+preset's world (4,000 entities, BM25, 3 searches of 2 passages), on one torch thread as each arm worker of
+``searchgym squeeze`` has. Every timed step starts from the same weights and questions, so each does the same work.
 
-1. batched rollouts: episodes/s for 64 concurrent multi-turn episodes (target >= 50);
-2. one GRPO step of 64 episodes (8 questions x 8 samples): rollout + update seconds (target <= 5 s, <= 5M params);
-3. training GFLOP/s (forward+backward FLOPs counted by ``torch.utils.flop_counter``) against a plain
-   ``torch.mm`` measured in the same run (the machine's practical peak);
-4. ``run_episodes`` with the SFT demonstrator (diverse heuristic agent, no LM) stepping the envs one by one
-   vs batched (one ``batch_search`` per turn), alternated in the same run, the retriever's cache cleared before
-   each (``--search-batching`` runs only this, in seconds).
+``--reference DIR`` times the same step with another tree's ``searchgym`` (a subprocess with ``PYTHONPATH=DIR``)
+next to this tree's (another subprocess), alternating one step each, and prints both medians and the median
+step-time ratio reference / this tree. On a shared machine only the ratio of interleaved runs means much.
 
-    python scripts/bench_train.py [--quick] [--threads N] [--search-batching]
+``--full`` prints the older table instead: rollout throughput of 64 concurrent episodes, one GRPO step of all 64
+episodes, training GFLOP/s against a plain ``torch.mm``, and ``run_episodes`` with the SFT demonstrator per-env vs
+one ``batch_search`` per turn (``--search-batching`` runs only that).
+
+    python scripts/bench_train.py [--reps N] [--quick] [--threads N] [--reference DIR]
+    python scripts/bench_train.py --full [--quick] [--threads N] [--search-batching]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 
@@ -65,16 +73,8 @@ def search_batching_rows(ctx: Any, tok: Any, n: int, reps: int) -> list[str]:
     return [per_row, bat_row]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer repetitions and SFT steps")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="torch intra-op threads (default 1, as `searchgym squeeze` uses for the tiny LM)")
-    ap.add_argument("--episodes", type=int, default=64)
-    ap.add_argument("--search-batching", action="store_true",
-                    help="only measure run_episodes per-env vs batched retrieval (demonstrator policy, no LM)")
-    a = ap.parse_args()
-
+def full_table(a: argparse.Namespace) -> None:
+    """The --full table: rollout throughput, a GRPO step of all 64 episodes, GFLOP/s, retrieval batching."""
     import numpy as np
     import torch
     from torch.utils.flop_counter import FlopCounterMode
@@ -178,6 +178,134 @@ def main() -> None:
     print(f"| plain torch.mm 1024x1024 fp32 (same run) | {mm_gflops:.1f} GFLOP/s | reference peak |")
     print(f"| training / matmul | {100 * train_gflops / mm_gflops:.0f}% | - |")
     print("\n".join(search_rows))
+
+
+def step_worker(quick: bool, threads: int) -> None:
+    """Set the step up once, then time one GRPO step per ``step`` line on stdin (a JSON line each on stdout)."""
+    import contextlib
+    import io
+    from dataclasses import replace
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    import searchgym.experiments.squeeze as sq
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+    from searchgym.experiments.squeeze.stages import Context
+    from searchgym.train.rl import train_rl
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    torch.set_num_threads(threads)
+    cfg = SqueezeConfig.preset(name="quick" if quick else "default", out="/tmp/bench_train")
+    with contextlib.redirect_stdout(io.StringIO()):
+        ctx = Context(cfg, print)
+    start = Path(sq.__file__).parent / "sft_start"
+    model, tok = AutoModelForCausalLM.from_pretrained(start), AutoTokenizer.from_pretrained(start)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    args = replace(cfg.rl, total_steps=1, num_minibatches=cfg.minibatches, checkpoint_every=0)
+    envs = ctx.envs(args.prompts_per_step * args.group_size)
+    print(json.dumps({"ready": str(Path(sq.__file__).parents[2])}), flush=True)
+    for line in sys.stdin:
+        if line.strip() != "step":
+            break
+        model.load_state_dict(weights)
+        t0 = time.perf_counter()
+        row = train_rl(model, tok, envs, args)[0]
+        print(json.dumps({"step_s": time.perf_counter() - t0, "rollout_s": row["charts/time_rollout"],
+                          "update_s": row["charts/time_update"], "reward": row["charts/reward"],
+                          "tokens": row["charts/response_tokens"]}), flush=True)
+
+
+class Worker:
+    """A ``step_worker`` subprocess on one tree (``PYTHONPATH=tree``)."""
+
+    def __init__(self, tree: Path, quick: bool, threads: int):
+        env = dict(os.environ, PYTHONPATH=str(tree))
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--threads", str(threads)]
+        self.proc = subprocess.Popen(cmd + (["--quick"] if quick else []), env=env, cwd=str(tree), text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.tree = json.loads(self._line())["ready"]
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise SystemExit(f"the benchmark worker exited (code {self.proc.wait()}); see its stderr above")
+        return line
+
+    def step(self) -> dict[str, float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("step\n")
+        self.proc.stdin.flush()
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def step_bench(a: argparse.Namespace) -> None:
+    """Time the GRPO step on this tree, and with ``--reference`` on that tree too, alternating."""
+    import numpy as np
+
+    here = Path(__file__).resolve().parents[1]
+    trees = {"this tree": here}
+    if a.reference:
+        ref = Path(a.reference).expanduser().resolve()
+        if not (ref / "searchgym" / "__init__.py").is_file():
+            raise SystemExit(f"--reference {a.reference}: no searchgym package there (give a checkout's root)")
+        trees = {"reference": ref, "this tree": here}
+    workers = {name: Worker(tree, a.quick, a.threads) for name, tree in trees.items()}
+    times: dict[str, list[dict[str, float]]] = {name: [] for name in trees}
+    try:
+        for w in workers.values():
+            w.step()  # warm-up (first-call allocations, lazy imports)
+        for r in range(a.reps):
+            names = list(trees) if r % 2 == 0 else list(trees)[::-1]
+            for name in names:
+                times[name].append(workers[name].step())
+                print(f"rep {r + 1} {name}: " + ", ".join(f"{k} {v:.3f}" for k, v in times[name][-1].items()),
+                      flush=True)
+    finally:
+        for w in workers.values():
+            w.close()
+    preset = "quick" if a.quick else "default"
+    print(f"\nOne GRPO step of the {preset} squeeze preset, shipped SFT start, {a.threads} torch thread(s), "
+          f"median of {a.reps}:\n")
+    print("| tree | step s | rollout s | update s |")
+    print("|---|---|---|---|")
+    for name, ts in times.items():
+        med = {k: float(np.median([t[k] for t in ts])) for k in ("step_s", "rollout_s", "update_s")}
+        print(f"| {name} ({trees[name]}) | {med['step_s']:.2f} | {med['rollout_s']:.2f} | {med['update_s']:.2f} |")
+    if a.reference:
+        ratios = [r["step_s"] / n["step_s"] for r, n in zip(times["reference"], times["this tree"])]
+        print(f"\nstep-time ratio reference / this tree: median {np.median(ratios):.2f} "
+              f"(per rep: {', '.join(f'{x:.2f}' for x in ratios)})")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="the quick preset (step) / fewer repetitions (--full)")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="torch intra-op threads (default 1, as `searchgym squeeze` uses for the tiny LM)")
+    ap.add_argument("--reps", type=int, default=3, help="timed steps per tree (after one warm-up step)")
+    ap.add_argument("--reference", metavar="DIR", help="also time the step on the searchgym tree at DIR, "
+                    "interleaved, and print the step-time ratio")
+    ap.add_argument("--full", action="store_true", help="the older table (rollouts, GFLOP/s, retrieval batching)")
+    ap.add_argument("--episodes", type=int, default=64, help="--full: concurrent episodes")
+    ap.add_argument("--search-batching", action="store_true",
+                    help="--full: only measure run_episodes per-env vs batched retrieval (demonstrator, no LM)")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        step_worker(a.quick, a.threads)
+    elif a.full or a.search_batching:
+        full_table(a)
+    else:
+        step_bench(a)
 
 
 if __name__ == "__main__":

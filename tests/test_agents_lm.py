@@ -235,3 +235,31 @@ def test_missing_path_and_offline_hub_name_fail_fast(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(ModelLoadError, match="offline"):
         LMAgent("some-org/definitely-not-a-model-xyz")
+
+
+def test_generate_continues_from_a_kv_history_as_from_the_whole_prompt(tiny):
+    """A multi-turn caller reads only each turn's new tokens (the keys/values of the earlier ones are kept):
+    the same tokens are sampled as when every prompt is read whole, with the same log-probs."""
+    model, tok = tiny
+    prompts = [tok(s, add_special_tokens=False)["input_ids"] for s in SENTENCES[:4]]  # unequal lengths
+
+    def g(seed):
+        return torch.Generator().manual_seed(seed)
+
+    first = generate(model, tok, prompts, max_new_tokens=6, stop_strings=(), generator=g(1), keep_history=True)
+    hist = [o.extra["history"] for o in first]
+    for p, o, h in zip(prompts, first, hist):  # everything read so far: the prompt and all but the last sample
+        assert h is not None and h.ids == p + o.token_ids[:-1]
+        assert all(k.shape[1] == len(h.ids) for kv in h.kv for k in kv)
+    obs = tok(" <information>Doc 1(Title: x) more</information>", add_special_tokens=False)["input_ids"]
+    nxt = [p + o.token_ids + obs[: 3 + 2 * i] for i, (p, o) in enumerate(zip(prompts, first))]
+    kept = generate(model, tok, nxt, max_new_tokens=8, generator=g(2), history=hist)
+    whole = generate(model, tok, nxt, max_new_tokens=8, generator=g(2))
+    assert [o.token_ids for o in kept] == [o.token_ids for o in whole]
+    assert [o.text for o in kept] == [o.text for o in whole]
+    for a, b in zip(kept, whole):
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+        assert a.entropies == pytest.approx(b.entropies, abs=1e-4)
+    # a history that is not the start of its prompt is not used: the prompt is read whole
+    crossed = generate(model, tok, nxt, max_new_tokens=8, generator=g(2), history=hist[::-1])
+    assert [o.token_ids for o in crossed] == [o.token_ids for o in whole]

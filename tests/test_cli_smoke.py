@@ -108,7 +108,7 @@ class Workspace:
     def tiny_lm(self) -> Path:
         if self._lm is None:
             from searchgym.data import default_world
-            from searchgym.train.squeeze import TINY_PROMPT
+            from searchgym.experiments.squeeze.config import TINY_PROMPT
             from searchgym.train.tiny_lm import TinyLMConfig, create_tiny_lm, world_texts
 
             cfg = TinyLMConfig(vocab_size=500, hidden_size=32, num_layers=1, num_heads=2, intermediate_size=64,

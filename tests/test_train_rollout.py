@@ -569,3 +569,32 @@ def test_critique_refinements_join_the_group(setup):
     assert r["charts/episodes_trained"] <= 6 + seen[0]
     with pytest.raises(ConfigError):
         train_rl(model, tok, make_envs(setup, 6), _rl_args(algo="rloo"), questions=_questions(2), refine=spy)
+
+
+def test_sft_logs_kl_to_the_start_when_given_a_reference(setup):
+    import copy
+
+    from searchgym.train.rollout import AgentPolicy, collate, kl_to_reference, run_episodes
+    from searchgym.train.sft import SFTArgs, train_sft
+
+    model, tok = load(setup)
+    start = copy.deepcopy(model)
+    demos = run_episodes(AgentPolicy(ScriptedAgent(), tok), make_envs(setup, 8), [None] * 8,
+                         options=[{"index": i} for i in range(8)])
+    args = SFTArgs(learning_rate=3e-3, max_steps=4, batch_size=8, micro_batch_size=3, warmup_steps=1)
+    plain = train_sft(copy.deepcopy(model), tok, demos, args)
+    hist = train_sft(model, tok, demos, args, ref_model=start)
+    assert all("charts/kl_to_start" not in r for r in plain)
+    kl = [r["charts/kl_to_start"] for r in hist]
+    assert abs(kl[0]) < 1e-6 < kl[1] < kl[-1]  # the first step is measured before any update
+    # the SFT figures themselves do not change when the KL is logged
+    assert [r["losses/sft"] for r in hist] == [r["losses/sft"] for r in plain]
+    # the figure is the exact KL over the vocabulary at the agent tokens, from a plain padded forward
+    s, n = kl_to_reference(model, start, demos, tok.pad_token_id, micro_batch_size=3)
+    b = collate(demos, tok.pad_token_id)
+    with torch.no_grad():
+        lp = torch.log_softmax(model(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1], -1)
+        lq = torch.log_softmax(start(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits[:, :-1], -1)
+    sel = b["mask"] > 0
+    want = (lp.exp() * (lp - lq)).sum(-1)[sel]
+    assert n == int(sel.sum()) and math.isclose(s / n, float(want.mean()), rel_tol=1e-4)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,11 @@ class RLArgs:
     # --- bookkeeping
     checkpoint_every: int = 10          # steps between checkpoints (and always at the end)
     log_every: int = 1                  # steps between console lines
+    fast_paths: bool = True             # rollouts read only each turn's new tokens (the KV cache is kept across
+    #                                     turns) and the update reads episodes without padding: the same numbers
+    #                                     to float rounding, ~2x faster a step. False: the padded computation,
+    #                                     bit for bit as before issue 31 (KL-Cov's |logp - old_logp| penalty
+    #                                     takes the sign of that rounding on the first, on-policy minibatch)
 
     def validate(self) -> None:
         from searchgym.train.losses import KL_KINDS
@@ -179,6 +184,352 @@ def policy_loss(args: RLArgs, logp: Any, old_logp: Any, adv: Any, mask: Any, *,
     return pg, st
 
 
+@dataclass
+class _Run:
+    """What one train_rl call holds across steps: the model, optimizer, optional value head and reference."""
+
+    model: Any
+    tokenizer: Any
+    envs: Sequence[Any]
+    args: RLArgs
+    opt: Any
+    params: list[Any]
+    pad: int
+    out: Path | None
+    value_head: Any = None
+    ref: Any = None
+    start: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    @property
+    def ckpt(self) -> Path | None:
+        return self.out / "checkpoint" if self.out is not None else None
+
+
+@dataclass
+class _Batch:
+    """One step's rollouts and what the update needs of them, computed once before it."""
+
+    first: list[Any]                 # the first attempts (logged, tracked)
+    episodes: list[Any]              # first attempts + refinements (trained on)
+    raw: list[float]                 # the first attempts' rewards
+    rewards: Any                     # ... as shaped (the advantages' input)
+    seq_adv: Any                     # per-episode advantages (None for PPO)
+    micro: list[list[int]]           # micro-batches of the no-grad pass
+    tok_adv: list[Any] = field(default_factory=list)
+    tok_ret: list[Any] = field(default_factory=list)
+    old_vals: list[Any] = field(default_factory=list)
+    ref_lp: list[Any] = field(default_factory=list)
+    ppo_masks: list[Any] = field(default_factory=list)  # PPO: each micro-batch's agent-token mask
+    kl_start: tuple[float, float] = (0.0, 0.0)  # sum and count of the k3 KL to the start over agent tokens
+
+
+def _setup(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, out_dir: str | Path | None,
+           ref_model: Any, resume: bool) -> _Run:
+    """The optimizer (and PPO's value head), the frozen reference when one is needed, and the out dir."""
+    import torch
+
+    from searchgym.train.value_head import make_value_head
+
+    model.to(args.device)
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    value_head = None
+    params = list(model.parameters())
+    if args.algo == "ppo":
+        value_head = make_value_head(model.config.hidden_size, seed=args.seed).to(args.device)
+        params += list(value_head.parameters())
+    opt = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    run = _Run(model=model, tokenizer=tokenizer, envs=envs, args=args, opt=opt, params=params, pad=pad, out=out,
+               value_head=value_head)
+    run.ref = _reference(run, ref_model, resume)
+    return run
+
+
+def _reference(run: _Run, ref_model: Any, resume: bool) -> Any:
+    """The reference policy of the KL term and the dose: the starting point of this run (saved once, reloaded on
+    resume), frozen; None when neither is asked for."""
+    ref = ref_model
+    if (run.args.kl_coef > 0 or run.args.log_kl_to_start) and ref is None:
+        ref_dir = run.out / "ref_model" if run.out is not None else None
+        if resume and ref_dir is not None and ref_dir.exists():
+            from transformers import AutoModelForCausalLM
+
+            ref = AutoModelForCausalLM.from_pretrained(ref_dir).to(run.args.device)
+        else:
+            ref = copy.deepcopy(run.model)
+            if ref_dir is not None:
+                ref.save_pretrained(ref_dir)
+    if ref is not None:
+        ref.eval()
+        for p_ in ref.parameters():
+            p_.requires_grad_(False)
+    return ref
+
+
+def _restore(run: _Run, shape_rewards: Any) -> None:
+    """Continue from the checkpoint: weights, optimizer, value head, RNG, history and the shaper's state."""
+    from transformers import AutoModelForCausalLM
+
+    from searchgym.train.checkpoint import load_checkpoint, set_rng_state
+
+    c = load_checkpoint(run.ckpt, device=run.args.device)
+    run.model.load_state_dict(AutoModelForCausalLM.from_pretrained(c["model_dir"]).state_dict())
+    run.opt.load_state_dict(c["optimizer"])
+    if run.value_head is not None:
+        run.value_head.load_state_dict(c["extra"]["value_head"])
+    set_rng_state(c["rng"])
+    run.start, run.history = int(c["state"]["step"]), list(c["state"]["history"])
+    if hasattr(shape_rewards, "load_state_dict") and (c["extra"] or {}).get("shaper") is not None:
+        shape_rewards.load_state_dict(c["extra"]["shaper"])  # e.g. the count bonus's counts
+
+
+def _rollouts(run: _Run, step: int, qs: list[tuple[int | None, dict | None]],
+              refine: Callable[[int, list[Any]], list[tuple[int, dict]]] | None) -> tuple[list[Any], list[Any]]:
+    """``(first attempts, first attempts + refinements)`` of one step: G samples of each of the P questions."""
+    from searchgym.train.rollout import LMPolicy, run_episodes
+
+    args, envs = run.args, run.envs
+    G, P = args.group_size, args.prompts_per_step
+    if len(qs) != P:
+        raise ConfigError(f"questions({step}) returned {len(qs)} questions, need {P}")
+    run.model.eval()
+    policy = LMPolicy(run.model, run.tokenizer, temperature=args.temperature, top_p=args.top_p,
+                      max_new_tokens=args.max_new_tokens, device=args.device,
+                      generator=_torch_gen(args.seed, step, 1, args.device), reuse_kv=args.fast_paths)
+    common = {"max_context": args.max_context, "max_new_tokens": args.max_new_tokens,
+              "obs_max_words": args.obs_max_words, "policy_step": step}
+    episodes = run_episodes(policy, envs, [qs[i // G][0] for i in range(P * G)],
+                            options=[qs[i // G][1] for i in range(P * G)], groups=[i // G for i in range(P * G)],
+                            agent_name=f"rl-{args.algo}", **common)
+    if refine is None:
+        return episodes, episodes
+    plan = refine(step, episodes)[: len(envs)]
+    if not plan:
+        return episodes, episodes
+    ref_eps = run_episodes(policy, envs[:len(plan)], [None] * len(plan), options=[o for _, o in plan],
+                           groups=[episodes[i].group for i, _ in plan], agent_name=f"rl-{args.algo}-refine",
+                           **common)
+    return episodes, episodes + ref_eps
+
+
+def _advantages(run: _Run, step: int, first: list[Any], episodes: list[Any],
+                shape_rewards: Callable[[int, list[Any], list[float]], list[float]] | None) -> _Batch:
+    """Rewards (shaped), per-episode advantages, and the no-grad pass: PPO's values and GAE, the reference's
+    log-probs and the KL to the start."""
+    import torch
+
+    from searchgym.train import losses as L
+
+    args = run.args
+    raw = [float(e.reward) for e in first]
+    rewards = torch.tensor(shape_rewards(step, first, raw) if shape_rewards else raw, dtype=torch.float32)
+    if len(episodes) > len(first):  # refinements join their question's group
+        seq_adv = L.group_advantages(torch.tensor([float(e.reward) for e in episodes]),
+                                     torch.tensor([e.group for e in episodes]), norm_by_std=args.norm_adv_by_std)
+    else:
+        seq_adv = compute_advantages(args, rewards)
+    micro = [list(range(i, min(i + args.micro_batch_size, len(episodes))))
+             for i in range(0, len(episodes), args.micro_batch_size)]
+    batch = _Batch(first=first, episodes=episodes, raw=raw, rewards=rewards, seq_adv=seq_adv, micro=micro)
+    with torch.no_grad():
+        for mb in micro:
+            _no_grad_pass(run, batch, mb)
+    if args.algo == "ppo":  # whiten GAE advantages over the batch's agent tokens
+        flat = torch.cat([a[a_mask > 0] for a, a_mask in zip(batch.tok_adv, batch.ppo_masks)])
+        mu, sd = flat.mean(), flat.std().clamp_min(1e-6) if flat.numel() > 1 else torch.tensor(1.0)
+        batch.tok_adv = [(a - mu) / sd for a in batch.tok_adv]
+    return batch
+
+
+def _no_grad_pass(run: _Run, batch: _Batch, mb: list[int]) -> None:
+    """One micro-batch of the pass before the update (appends to ``batch``'s per-micro-batch lists)."""
+    import torch
+
+    from searchgym.train import losses as L
+    from searchgym.train.rollout import collate, forward_episodes
+    from searchgym.train.value_head import values_from_hidden
+
+    args, dev = run.args, run.args.device
+    eps = [batch.episodes[i] for i in mb]
+    b = collate(eps, run.pad, dev)
+    if args.algo == "ppo":
+        _, _, hid = forward_episodes(run.model, eps, run.pad, dev, unpadded=args.fast_paths, temperature=args.temperature,
+                                     with_entropy=False, output_hidden=True)
+        v = values_from_hidden(run.value_head, hid) * b["mask"]
+        r_tok = torch.zeros_like(v)
+        for j, i in enumerate(mb):
+            nz = torch.nonzero(b["mask"][j] > 0, as_tuple=True)[0]
+            if len(nz):
+                r_tok[j, nz[-1]] = batch.episodes[i].reward
+        a, ret = L.gae_advantages(r_tok, v, b["mask"], gamma=args.gamma, lam=args.gae_lambda)
+        batch.tok_adv.append(a)
+        batch.tok_ret.append(ret)
+        batch.old_vals.append(v)
+        batch.ppo_masks.append(b["mask"])
+    else:
+        batch.tok_adv.append(batch.seq_adv[mb].unsqueeze(1).to(dev) * b["mask"])
+    if run.ref is not None:
+        batch.ref_lp.append(forward_episodes(run.ref, eps, run.pad, dev, unpadded=args.fast_paths, temperature=args.temperature,
+                                             with_entropy=False)[0])
+        # the dose: KL(behaviour || start) on the agent's tokens (k3 from the rollout's own samples)
+        kl_tok = L.kl_penalty(b["old_logp"], batch.ref_lp[-1], "k3") * b["mask"]
+        s, n = batch.kl_start
+        batch.kl_start = (s + float(kl_tok.sum()), n + float(b["mask"].sum()))
+
+
+@dataclass
+class _Update:
+    """Which episodes the update trains on, and its averaged loss statistics."""
+
+    informative: Any                 # bool per episode: in the policy-gradient term
+    pool: Any                        # indices the optimizer steps draw from
+    regularised: bool                # some regulariser acts on every episode
+    stats: dict[str, list[float]] = field(default_factory=dict)
+
+
+def _update(run: _Run, step: int, batch: _Batch) -> _Update:
+    """``update_epochs`` x ``num_minibatches`` optimizer steps on the step's rollouts.
+
+    The policy-gradient term trains on the informative groups only (the same filter for every arm, so every
+    arm's policy-gradient step has one size); the regularisers act on every episode."""
+    import torch
+
+    args = run.args
+    run.model.train()
+    informative = np.ones(len(batch.episodes), dtype=bool)
+    if batch.seq_adv is not None and args.skip_zero_adv:
+        informative = (batch.seq_adv != 0).numpy()
+    regularised = args.ent_coef != 0 or _kl_loss(run) or args.policy_loss == "kl_cov"
+    pool = np.arange(len(batch.episodes)) if regularised else np.flatnonzero(informative)
+    upd = _Update(informative=informative, pool=pool, regularised=regularised)
+    perm_rng = np.random.default_rng([args.seed, step, 3])
+    cov_gen = _torch_gen(args.seed, step, 2, "cpu")
+    for _epoch in range(args.update_epochs if len(pool) else 0):
+        order = pool[perm_rng.permutation(len(pool))] if args.num_minibatches > 1 else pool
+        for part in np.array_split(order, args.num_minibatches):
+            idx = [int(x) for x in part]
+            if not idx:
+                continue
+            chunks = [idx[i:i + args.micro_batch_size] for i in range(0, len(idx), args.micro_batch_size)]
+            run.opt.zero_grad(set_to_none=True)
+            for chunk in chunks:
+                loss, st = _chunk_loss(run, batch, upd, chunk, cov_gen)
+                (loss / len(chunks)).backward()
+                for key, val in st.items():
+                    upd.stats.setdefault(key, []).append(float(val))
+            gnorm = torch.nn.utils.clip_grad_norm_(run.params, args.max_grad_norm).item()
+            upd.stats.setdefault("grad_norm", []).append(gnorm)
+            run.opt.step()
+    return upd
+
+
+def _kl_loss(run: _Run) -> bool:
+    return run.ref is not None and run.args.kl_coef > 0
+
+
+def _chunk_loss(run: _Run, batch: _Batch, upd: _Update, chunk: list[int], cov_gen: Any) -> tuple[Any, dict]:
+    """The token-mean loss of one micro-batch and its statistics."""
+    import torch
+
+    from searchgym.train import losses as L
+    from searchgym.train.rollout import collate, forward_episodes
+    from searchgym.train.value_head import values_from_hidden
+
+    args, dev = run.args, run.args.device
+    eps = [batch.episodes[i] for i in chunk]
+    b = collate(eps, run.pad, dev)
+    mask = b["mask"]
+    pg_mask = mask * torch.tensor(upd.informative[chunk], dtype=mask.dtype, device=dev)[:, None]
+    width = mask.shape[1]
+    adv = _gather(batch.tok_adv, batch.micro, chunk, width, dev) * mask
+    lp, ent, hid = forward_episodes(run.model, eps, run.pad, dev, unpadded=args.fast_paths, temperature=args.temperature, with_entropy=True,
+                                    output_hidden=args.algo == "ppo")
+    pg, st = policy_loss(args, lp, b["old_logp"], adv, pg_mask, generator=cov_gen, reg_mask=mask)
+    ent_mean = L.masked_mean(ent, mask)
+    loss = pg - args.ent_coef * ent_mean
+    st["policy"] = pg.item()
+    st["entropy"] = ent_mean.item()
+    if _kl_loss(run):
+        rl = _gather(batch.ref_lp, batch.micro, chunk, width, dev)
+        kl = L.masked_mean(L.kl_penalty(lp, rl, args.kl_estimator), mask)
+        loss = loss + args.kl_coef * kl
+        st["kl_ref"] = kl.item()
+    if args.algo == "ppo":
+        v = values_from_hidden(run.value_head, hid)
+        ret = _gather(batch.tok_ret, batch.micro, chunk, width, dev)
+        ov = _gather(batch.old_vals, batch.micro, chunk, width, dev)
+        vl = L.value_loss(v, ret, ov, mask, clip=args.vf_clip)
+        loss = loss + args.vf_coef * vl
+        st["value"] = vl.item()
+    return loss, st
+
+
+def _metrics_row(run: _Run, step: int, batch: _Batch, upd: _Update, times: tuple[float, float],
+                 shaped: bool, refined: bool) -> dict[str, float]:
+    """The step's named scalars (``charts/...``, ``losses/...``) over the first attempts."""
+    from searchgym.train.segments import segment_entropy
+
+    G, P = run.args.group_size, run.args.prompts_per_step
+    episodes, rewards = batch.first, batch.rewards
+    n_tok = [e.num_agent_tokens for e in episodes]
+    all_ent = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
+    g_rewards = rewards.reshape(P, G) if G > 1 else rewards.reshape(-1, 1)
+    t_roll, t_upd = times
+    row: dict[str, float] = {
+        "step": step + 1,
+        "charts/reward": float(np.mean(batch.raw)),
+        "charts/em": float(np.mean([e.em for e in episodes])),
+        "charts/f1": float(np.mean([e.f1 for e in episodes])),
+        "charts/num_searches": float(np.mean([e.trajectory.num_searches for e in episodes])),
+        "charts/answered": float(np.mean([e.trajectory.prediction is not None for e in episodes])),
+        "charts/response_tokens": float(np.mean(n_tok)),
+        "charts/token_entropy": float(np.mean(all_ent)) if all_ent else 0.0,
+        "charts/zero_adv_groups": float((g_rewards.std(dim=1) == 0).float().mean()) if G > 1 else 0.0,
+        "charts/episodes_trained": float(upd.informative.sum()),  # in the policy-gradient term
+        "charts/episodes_regularised": float(len(upd.pool)) if upd.regularised else 0.0,
+        "charts/time_rollout": t_roll, "charts/time_update": t_upd,
+        "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
+    }
+    if shaped:
+        row["charts/shaped_reward"] = float(rewards.mean())
+    if refined:
+        extra = batch.episodes[len(batch.first):]
+        row["charts/refinements"] = float(len(extra))
+        row["charts/refinement_em"] = float(np.mean([e.em for e in extra])) if extra else 0.0
+    if batch.kl_start[1]:
+        row["charts/kl_to_start"] = batch.kl_start[0] / batch.kl_start[1]
+    row.update({f"charts/{k}": v for k, v in segment_entropy(episodes, run.tokenizer).items()})
+    return row
+
+
+def _finish_row(row: dict[str, float], upd: _Update, extra_upd: dict[str, float] | None) -> None:
+    if extra_upd:
+        row.update(extra_upd)
+    for key, vals in upd.stats.items():
+        prefix = "charts/" if key == "grad_norm" else "losses/"
+        row[prefix + key] = float(np.mean(vals))
+    row.setdefault("losses/policy", 0.0)  # no informative group this step: nothing to update
+
+
+def _checkpoint(run: _Run, step: int, shape_rewards: Any, t_start: float) -> None:
+    """Save atomically every ``checkpoint_every`` steps and at the last one (when there is an out dir)."""
+    from searchgym.train.checkpoint import save_checkpoint
+
+    args = run.args
+    if run.ckpt is None or not ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)
+                                or step + 1 == args.total_steps):
+        return
+    save_checkpoint(run.ckpt, model=run.model, tokenizer=run.tokenizer, optimizer=run.opt,
+                    state={"step": step + 1, "history": run.history, "args": asdict(args), "kind": "rl",
+                           "elapsed_s": time.time() - t_start},
+                    extra={"value_head": run.value_head.state_dict() if run.value_head is not None else None,
+                           "shaper": shape_rewards.state_dict() if hasattr(shape_rewards, "state_dict")
+                           else None})
+
+
 def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, out_dir: str | Path | None = None,
              resume: bool = False, questions: Callable[[int], list[tuple[int | None, dict | None]]] | None = None,
              on_rollouts: Callable[[int, list[Any], dict[str, float]], dict[str, float] | None] | None = None,
@@ -202,257 +553,41 @@ def train_rl(model: Any, tokenizer: Any, envs: Sequence[Any], args: RLArgs, *, o
     reset options)`` of one refinement attempt each (the options pose the question with the environment's
     critique appended); the refinements are rolled out with the same policy and join their question's group,
     so the group-normalised advantages compare first attempts and refinements. Returns the metric rows.
+
+    One step: rollouts (:func:`_rollouts`), advantages and the no-grad pass (:func:`_advantages`), the update
+    (:func:`_update`), the metric row (:func:`_metrics_row`) and the hooks, then the checkpoint.
     """
-    import torch
-
-    from searchgym.train import losses as L
-    from searchgym.train.checkpoint import load_checkpoint, save_checkpoint, set_rng_state
-    from searchgym.train.rollout import LMPolicy, collate, policy_forward, run_episodes
-    from searchgym.train.segments import segment_entropy
-    from searchgym.train.value_head import make_value_head, values_from_hidden
-
     args.validate()
     if refine is not None and (args.algo != "grpo" or shape_rewards is not None):
         raise ConfigError("refine (Critique-GRPO) needs algo='grpo' and no shape_rewards")
     G, P = args.group_size, args.prompts_per_step
     if len(envs) != P * G:
         raise ConfigError(f"train_rl needs prompts_per_step*group_size = {P * G} envs, got {len(envs)}")
-    dev = args.device
-    model.to(dev)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    out = Path(out_dir) if out_dir is not None else None
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-    ckpt = out / "checkpoint" if out is not None else None
-
-    value_head = None
-    params = list(model.parameters())
-    if args.algo == "ppo":
-        value_head = make_value_head(model.config.hidden_size, seed=args.seed).to(dev)
-        params += list(value_head.parameters())
-    opt = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=args.weight_decay)
-
-    # Reference policy for the KL term: the starting point of this run (saved once, reloaded on resume).
-    ref = ref_model
-    if (args.kl_coef > 0 or args.log_kl_to_start) and ref is None:
-        ref_dir = out / "ref_model" if out is not None else None
-        if resume and ref_dir is not None and ref_dir.exists():
-            from transformers import AutoModelForCausalLM
-
-            ref = AutoModelForCausalLM.from_pretrained(ref_dir).to(dev)
-        else:
-            ref = copy.deepcopy(model)
-            if ref_dir is not None:
-                ref.save_pretrained(ref_dir)
-    if ref is not None:
-        ref.eval()
-        for p_ in ref.parameters():
-            p_.requires_grad_(False)
-
-    history: list[dict[str, float]] = []
-    start = 0
-    if resume and ckpt is not None and ckpt.exists():
-        from transformers import AutoModelForCausalLM
-
-        c = load_checkpoint(ckpt, device=dev)
-        model.load_state_dict(AutoModelForCausalLM.from_pretrained(c["model_dir"]).state_dict())
-        opt.load_state_dict(c["optimizer"])
-        if value_head is not None:
-            value_head.load_state_dict(c["extra"]["value_head"])
-        set_rng_state(c["rng"])
-        start, history = int(c["state"]["step"]), list(c["state"]["history"])
-        if hasattr(shape_rewards, "load_state_dict") and (c["extra"] or {}).get("shaper") is not None:
-            shape_rewards.load_state_dict(c["extra"]["shaper"])  # e.g. the count bonus's counts
-    sync_metrics(out, history, resumed=start > 0)
-
-    def default_questions(step: int) -> list[tuple[int | None, dict | None]]:
-        return [(s, None) for s in step_seeds(args.seed, step, P)]
-
-    questions = questions or default_questions
+    run = _setup(model, tokenizer, envs, args, out_dir, ref_model, resume)
+    if resume and run.ckpt is not None and run.ckpt.exists():
+        _restore(run, shape_rewards)
+    sync_metrics(run.out, run.history, resumed=run.start > 0)
+    questions = questions or (lambda step: [(s, None) for s in step_seeds(args.seed, step, P)])
     t_start = time.time()
-    for step in range(start, args.total_steps):
-        if stop_after is not None and step >= stop_after:
-            break
-        # ---------------------------------------------------------------- 1. rollouts
+    for step in range(run.start, args.total_steps if stop_after is None else min(stop_after, args.total_steps)):
         t0 = time.time()
-        qs = questions(step)
-        if len(qs) != P:
-            raise ConfigError(f"questions({step}) returned {len(qs)} questions, need {P}")
-        seeds = [qs[i // G][0] for i in range(P * G)]
-        opts = [qs[i // G][1] for i in range(P * G)]
-        model.eval()
-        policy = LMPolicy(model, tokenizer, temperature=args.temperature, top_p=args.top_p,
-                          max_new_tokens=args.max_new_tokens, device=dev, generator=_torch_gen(args.seed, step, 1, dev))
-        episodes = run_episodes(policy, envs, seeds, options=opts, groups=[i // G for i in range(P * G)],
-                                max_context=args.max_context, max_new_tokens=args.max_new_tokens,
-                                obs_max_words=args.obs_max_words, agent_name=f"rl-{args.algo}", policy_step=step)
-        first = episodes  # the first attempts (logged, tracked); refinements join the update only
-        n_refined = 0
-        if refine is not None:
-            plan = refine(step, episodes)[: len(envs)]
-            if plan:
-                ref_eps = run_episodes(policy, envs[:len(plan)], [None] * len(plan), options=[o for _, o in plan],
-                                       groups=[episodes[i].group for i, _ in plan], max_context=args.max_context,
-                                       max_new_tokens=args.max_new_tokens, obs_max_words=args.obs_max_words,
-                                       agent_name=f"rl-{args.algo}-refine", policy_step=step)
-                episodes = episodes + ref_eps
-                n_refined = len(ref_eps)
-        t_roll = time.time() - t0
-
-        # ---------------------------------------------------------------- 2. advantages
+        first, episodes = _rollouts(run, step, questions(step), refine)
         t1 = time.time()
-        raw = [float(e.reward) for e in first]
-        rewards = torch.tensor(shape_rewards(step, first, raw) if shape_rewards else raw, dtype=torch.float32)
-        if n_refined:
-            seq_adv = L.group_advantages(torch.tensor([float(e.reward) for e in episodes]),
-                                         torch.tensor([e.group for e in episodes]), norm_by_std=args.norm_adv_by_std)
-        else:
-            seq_adv = compute_advantages(args, rewards)
-        kl_start_sum, kl_start_n = 0.0, 0.0
-        tok_adv: list[Any] = []
-        tok_ret: list[Any] = []
-        old_vals: list[Any] = []
-        ref_lp: list[Any] = []
-        micro = [list(range(i, min(i + args.micro_batch_size, len(episodes))))
-                 for i in range(0, len(episodes), args.micro_batch_size)]
-        with torch.no_grad():
-            for mb in micro:
-                b = collate([episodes[i] for i in mb], pad, dev)
-                if args.algo == "ppo":
-                    _, _, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=False,
-                                               output_hidden=True)
-                    v = values_from_hidden(value_head, hid) * b["mask"]
-                    r_tok = torch.zeros_like(v)
-                    for j, i in enumerate(mb):
-                        nz = torch.nonzero(b["mask"][j] > 0, as_tuple=True)[0]
-                        if len(nz):
-                            r_tok[j, nz[-1]] = episodes[i].reward
-                    a, ret = L.gae_advantages(r_tok, v, b["mask"], gamma=args.gamma, lam=args.gae_lambda)
-                    tok_adv.append(a)
-                    tok_ret.append(ret)
-                    old_vals.append(v)
-                else:
-                    tok_adv.append(seq_adv[mb].unsqueeze(1).to(dev) * b["mask"])
-                if ref is not None:
-                    ref_lp.append(policy_forward(ref, b, temperature=args.temperature, with_entropy=False)[0])
-                    # the dose: KL(behaviour || start) on the agent's tokens (k3 from the rollout's own samples)
-                    kl_tok = L.kl_penalty(b["old_logp"], ref_lp[-1], "k3") * b["mask"]
-                    kl_start_sum += float(kl_tok.sum())
-                    kl_start_n += float(b["mask"].sum())
-        if args.algo == "ppo":  # whiten GAE advantages over the batch's agent tokens
-            flat = torch.cat([a[m > 0] for a, m in zip(tok_adv, [collate([episodes[i] for i in mb], pad, dev)["mask"]
-                                                                    for mb in micro])])
-            mu, sd = flat.mean(), flat.std().clamp_min(1e-6) if flat.numel() > 1 else torch.tensor(1.0)
-            tok_adv = [(a - mu) / sd for a in tok_adv]
-
-        # ---------------------------------------------------------------- 3. update
-        model.train()
-        stats_acc: dict[str, list[float]] = {}
-        # The policy-gradient term trains on the informative groups only (the same filter for every arm, so
-        # every arm's policy-gradient step has one size); the regularisers act on every episode.
-        informative = np.ones(len(episodes), dtype=bool)
-        if seq_adv is not None and args.skip_zero_adv:
-            informative = (seq_adv != 0).numpy()
-        kl_loss = ref is not None and args.kl_coef > 0
-        regularised = args.ent_coef != 0 or kl_loss or args.policy_loss == "kl_cov"
-        pool = np.arange(len(episodes)) if regularised else np.flatnonzero(informative)
-        perm_rng = np.random.default_rng([args.seed, step, 3])
-        cov_gen = _torch_gen(args.seed, step, 2, "cpu")
-        for _epoch in range(args.update_epochs if len(pool) else 0):
-            order = pool[perm_rng.permutation(len(pool))] if args.num_minibatches > 1 else pool
-            for part in np.array_split(order, args.num_minibatches):
-                idx = [int(x) for x in part]
-                if not idx:
-                    continue
-                chunks = [idx[i:i + args.micro_batch_size] for i in range(0, len(idx), args.micro_batch_size)]
-                opt.zero_grad(set_to_none=True)
-                for chunk in chunks:
-                    b = collate([episodes[i] for i in chunk], pad, dev)
-                    mask = b["mask"]
-                    pg_mask = mask * torch.tensor(informative[chunk], dtype=mask.dtype, device=dev)[:, None]
-                    # gather the precomputed per-token tensors of these episodes
-                    adv = _gather(tok_adv, micro, chunk, mask.shape[1], dev) * mask
-                    lp, ent, hid = policy_forward(model, b, temperature=args.temperature, with_entropy=True,
-                                                  output_hidden=args.algo == "ppo")
-                    pg, st = policy_loss(args, lp, b["old_logp"], adv, pg_mask, generator=cov_gen, reg_mask=mask)
-                    ent_mean = L.masked_mean(ent, mask)
-                    loss = pg - args.ent_coef * ent_mean
-                    st["policy"] = pg.item()
-                    st["entropy"] = ent_mean.item()
-                    if kl_loss:
-                        rl = _gather(ref_lp, micro, chunk, mask.shape[1], dev)
-                        kl = L.masked_mean(L.kl_penalty(lp, rl, args.kl_estimator), mask)
-                        loss = loss + args.kl_coef * kl
-                        st["kl_ref"] = kl.item()
-                    if args.algo == "ppo":
-                        v = values_from_hidden(value_head, hid)
-                        ret = _gather(tok_ret, micro, chunk, mask.shape[1], dev)
-                        ov = _gather(old_vals, micro, chunk, mask.shape[1], dev)
-                        vl = L.value_loss(v, ret, ov, mask, clip=args.vf_clip)
-                        loss = loss + args.vf_coef * vl
-                        st["value"] = vl.item()
-                    (loss / len(chunks)).backward()
-                    for key, val in st.items():
-                        stats_acc.setdefault(key, []).append(float(val))
-                gnorm = torch.nn.utils.clip_grad_norm_(params, args.max_grad_norm).item()
-                stats_acc.setdefault("grad_norm", []).append(gnorm)
-                opt.step()
-        extra_upd = after_update(step, model, opt) if after_update is not None else None
-        t_upd = time.time() - t1
-
-        # ---------------------------------------------------------------- 4. log
-        refined = episodes[len(first):]
-        episodes = first
-        n_tok = [e.num_agent_tokens for e in episodes]
-        all_ent = [x for e in episodes for x, m in zip(e.entropies, e.mask) if m]
-        g_rewards = rewards.reshape(P, G) if G > 1 else rewards.reshape(-1, 1)
-        row: dict[str, float] = {
-            "step": step + 1,
-            "charts/reward": float(np.mean(raw)),
-            "charts/em": float(np.mean([e.em for e in episodes])),
-            "charts/f1": float(np.mean([e.f1 for e in episodes])),
-            "charts/num_searches": float(np.mean([e.trajectory.num_searches for e in episodes])),
-            "charts/answered": float(np.mean([e.trajectory.prediction is not None for e in episodes])),
-            "charts/response_tokens": float(np.mean(n_tok)),
-            "charts/token_entropy": float(np.mean(all_ent)) if all_ent else 0.0,
-            "charts/zero_adv_groups": float((g_rewards.std(dim=1) == 0).float().mean()) if G > 1 else 0.0,
-            "charts/episodes_trained": float(informative.sum()),  # in the policy-gradient term
-            "charts/episodes_regularised": float(len(pool)) if regularised else 0.0,
-            "charts/time_rollout": t_roll, "charts/time_update": t_upd,
-            "charts/episodes_per_s": len(episodes) / max(t_roll, 1e-9),
-        }
-        if shape_rewards is not None:
-            row["charts/shaped_reward"] = float(rewards.mean())
-        if refine is not None:
-            row["charts/refinements"] = float(len(refined))
-            row["charts/refinement_em"] = float(np.mean([e.em for e in refined])) if refined else 0.0
-        if kl_start_n:
-            row["charts/kl_to_start"] = kl_start_sum / kl_start_n
-        row.update({f"charts/{k}": v for k, v in segment_entropy(episodes, tokenizer).items()})
-        if extra_upd:
-            row.update(extra_upd)
-        for key, vals in stats_acc.items():
-            prefix = "charts/" if key == "grad_norm" else "losses/"
-            row[prefix + key] = float(np.mean(vals))
-        row.setdefault("losses/policy", 0.0)  # no informative group this step: nothing to update
-        if on_rollouts is not None:
-            extra = on_rollouts(step + 1, episodes, row)
-            if extra:
-                row.update(extra)
-        history.append(row)
-        append_metrics(out, row)
+        batch = _advantages(run, step, first, episodes, shape_rewards)
+        upd = _update(run, step, batch)
+        extra_upd = after_update(step, model, run.opt) if after_update is not None else None
+        row = _metrics_row(run, step, batch, upd, (t1 - t0, time.time() - t1), shape_rewards is not None,
+                           refine is not None)
+        _finish_row(row, upd, extra_upd)
+        extra = on_rollouts(step + 1, first, row) if on_rollouts is not None else None
+        row.update(extra or {})
+        run.history.append(row)
+        append_metrics(run.out, row)
         if log is not None and (step + 1) % max(1, args.log_every) == 0:
             log(row)
-        if ckpt is not None and ((args.checkpoint_every and (step + 1) % args.checkpoint_every == 0)
-                                 or step + 1 == args.total_steps):
-            save_checkpoint(ckpt, model=model, tokenizer=tokenizer, optimizer=opt,
-                            state={"step": step + 1, "history": history, "args": asdict(args), "kind": "rl",
-                                   "elapsed_s": time.time() - t_start},
-                            extra={"value_head": value_head.state_dict() if value_head is not None else None,
-                                   "shaper": shape_rewards.state_dict() if hasattr(shape_rewards, "state_dict")
-                                   else None})
+        _checkpoint(run, step, shape_rewards, t_start)
     model.eval()
-    return history
+    return run.history
 
 
 def _gather(per_micro: list[Any], micro: list[list[int]], chunk: list[int], width: int, device: str) -> Any:

@@ -65,28 +65,42 @@ class LMPolicy:
     closing tags as single tokens)."""
 
     def __init__(self, model: Any, tokenizer: Any, *, temperature: float = 1.0, top_p: float = 1.0,
-                 max_new_tokens: int = 32, device: str = "cpu", generator: Any = None):
+                 max_new_tokens: int = 32, device: str = "cpu", generator: Any = None, reuse_kv: bool = True):
         from searchgym.agents.lm import LMAgent
         from searchgym.train.tiny_lm import grammar_ids
 
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.top_p, self.max_new_tokens = temperature, top_p, max_new_tokens
-        self.device, self.generator = device, generator
+        self.device, self.generator, self.reuse_kv = device, generator, reuse_kv
         gids = grammar_ids(tokenizer)
         self.stop_ids = [gids["</search>"], gids["</answer>"]]
         # Encode prompts exactly as LMAgent does (chat template when the tokenizer has one).
         self._agent = LMAgent(model=model, tokenizer=tokenizer, device=device)
+        self._history: dict[int, Any] = {}  # episode index -> KVHistory of what the model has read
 
     def encode_prompt(self, prompt: str) -> list[int]:
         return self._agent.encode_prompt(prompt)
 
-    def __call__(self, contexts: list[list[int]], observations: list[str], infos: list[dict]
-                 ) -> list[tuple[str, list[int], list[float], list[float]]]:
+    def reset(self) -> None:
+        """Forget what the model has read (a new set of episodes)."""
+        self._history = {}
+
+    def __call__(self, contexts: list[list[int]], observations: list[str], infos: list[dict],
+                 indices: list[int] | None = None) -> list[tuple[str, list[int], list[float], list[float]]]:
+        """One action per context. With ``indices`` (episode ids, as run_episodes passes them) the model reads
+        only what each episode added since its last turn (its keys/values are kept in between); the samples are
+        the same as reading every context whole."""
         from searchgym.agents.lm import generate
 
+        if not self.reuse_kv:
+            indices = None
+        hist = [self._history.get(i) for i in indices] if indices is not None else None
         outs = generate(self.model, self.tokenizer, contexts, max_new_tokens=self.max_new_tokens,
                         temperature=self.temperature, top_p=self.top_p, stop_strings=(),
-                        stop_token_ids=self.stop_ids, device=self.device, generator=self.generator)
+                        stop_token_ids=self.stop_ids, device=self.device, generator=self.generator,
+                        history=hist, keep_history=indices is not None)
+        # only the episodes of this turn can have another one: the others' keys/values are dropped
+        self._history = {i: o.extra.pop("history", None) for i, o in zip(indices or [], outs)}
         res = []
         for o in outs:
             text = self.tokenizer.decode(o.token_ids, skip_special_tokens=True)
@@ -143,6 +157,129 @@ def _build_trajectory(question: str, answers: list[str], info0: dict, steps: lis
         num_searches=sum(1 for s in steps if s.kind == "search"))
 
 
+class _Episodes:
+    """The growing token records of ``n`` episodes, one per env (see :func:`run_episodes`)."""
+
+    def __init__(self, policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], options: list[dict | None],
+                 batch_search: bool):
+        from searchgym.envs.env import SearchEnv
+        from searchgym.envs.vector import batchable
+
+        n = len(envs)
+        self.envs, self.seeds = envs, seeds
+        self.keeps_record = [isinstance(getattr(env, "unwrapped", env), SearchEnv) for env in envs]
+        self.in_batch = [batch_search and batchable(env) for env in envs]
+        self.ids: list[list[int]] = []
+        self.mask: list[list[int]] = []
+        self.lps: list[list[float]] = []
+        self.ents: list[list[float]] = []
+        self.plen: list[int] = []
+        self.obs_now: list[str] = []
+        self.info_now: list[dict] = []
+        self.info0: list[dict] = []
+        self.questions: list[str] = []
+        self.answers: list[list[str]] = []
+        self.steps: list[list[Step]] = [[] for _ in range(n)]
+        self.done = [False] * n
+        self.reward = [0.0] * n
+        self.final: list[dict] = [{} for _ in range(n)]
+        for i, env in enumerate(envs):
+            obs, info = env.reset(seed=seeds[i], options=options[i]) if options[i] is not None else \
+                env.reset(seed=seeds[i])
+            self._start(i, env, policy.encode_prompt(obs), obs, dict(info))
+
+    def _start(self, i: int, env: Any, p: list[int], obs: str, info: dict) -> None:
+        self.ids.append(list(p))
+        self.mask.append([0] * len(p))
+        self.lps.append([0.0] * len(p))
+        self.ents.append([0.0] * len(p))
+        self.plen.append(len(p))
+        self.obs_now.append(obs)
+        self.info_now.append(info)
+        self.info0.append(dict(info))
+        ex = getattr(env, "example", None) or getattr(env, "current_example", None)
+        self.questions.append(str(info.get("question", getattr(ex, "question", ""))))
+        self.answers.append(list(info.get("answers", getattr(ex, "answers", [])) or []))
+
+    def active(self, max_context: int | None, max_new_tokens: int) -> list[int]:
+        """The unfinished episodes; one whose next turn would overflow ``max_context`` ends here (reward 0)."""
+        active = [i for i, d in enumerate(self.done) if not d]
+        if max_context is None:
+            return active
+        for i in [i for i in active if len(self.ids[i]) + max_new_tokens > max_context]:
+            self.done[i] = True
+            self.final[i] = {"context_overflow": True, "em": 0, "f1": 0.0}
+        return [i for i in active if not self.done[i]]
+
+    def step_envs(self, stepped: list[int], actions: list[str]) -> list[Any]:
+        """Step the envs that got an action: the batchable ones together (one batch_search per shared
+        retriever), the others one by one."""
+        from searchgym.envs.vector import step_batched
+
+        bi = [k for k, i in enumerate(stepped) if self.in_batch[i]]
+        results: list[Any] = [None] * len(stepped)
+        if bi:
+            for k, res in zip(bi, step_batched([self.envs[stepped[k]] for k in bi], [actions[k] for k in bi])):
+                results[k] = res
+        for k, i in enumerate(stepped):
+            if not self.in_batch[i]:
+                results[k] = self.envs[i].step(actions[k])
+        return results
+
+    def extend(self, i: int, ids: list[int], m: int, lps: list[float] | None = None,
+               ents: list[float] | None = None) -> None:
+        self.ids[i].extend(ids)
+        self.mask[i].extend([m] * len(ids))
+        self.lps[i].extend(lps if lps is not None else [0.0] * len(ids))
+        self.ents[i].extend(ents if ents is not None else [0.0] * len(ids))
+
+    def record(self, i: int, text: str, res: Any) -> str | None:
+        """Book one env step of episode ``i``; returns its next observation, or None when it ended."""
+        obs, r, term, trunc, info = res
+        info = dict(info)
+        kind = info.get("action_kind") or info.get("kind") or ("answer" if term else "search")
+        if not self.keeps_record[i]:  # the env's own record is the trajectory (see episodes())
+            self.steps[i].append(Step(action=text, kind=str(kind), query=info.get("query"),
+                                      doc_ids=[str(x) for x in (info.get("retrieved_ids") or info.get("doc_ids")
+                                                                or [])],
+                                      gold_hit=info.get("gold_hit"), reward=float(r),
+                                      queries=[str(q) for q in info.get("queries") or []],
+                                      titles=[str(t) for t in info.get("titles") or []]))
+        self.reward[i] += float(r)
+        if term or trunc:
+            self.done[i] = True
+            self.final[i] = info
+            return None
+        self.obs_now[i] = obs
+        self.info_now[i] = info
+        return obs
+
+    def episodes(self, groups: list[int], agent_name: str, policy_step: int | None) -> list[Episode]:
+        out = []
+        for i in range(len(self.envs)):
+            # The env is the one producer of Steps: its record (finished, or so far on a context overflow) is
+            # the trajectory; the Steps built from infos serve only envs that keep no record.
+            traj = _env_trajectory(self.envs[i], agent_name, policy_step)
+            if traj is None:
+                traj = _build_trajectory(self.questions[i], self.answers[i], self.info0[i], self.steps[i],
+                                         self.final[i], self.reward[i], agent_name, policy_step, self.seeds[i])
+            em = float(self.final[i].get("em", traj.em) or 0)
+            f1 = float(self.final[i].get("f1", traj.f1) or 0.0)
+            info = dict(self.final[i])
+            info.setdefault("family", self.info0[i].get("family"))
+            out.append(Episode(ids=self.ids[i], mask=self.mask[i], logprobs=self.lps[i], entropies=self.ents[i],
+                               prompt_len=self.plen[i], reward=self.reward[i], em=em, f1=f1, trajectory=traj,
+                               group=groups[i], info=info))
+        return out
+
+
+def _tokenize(tok: Any, texts: list[str]) -> list[list[int]]:
+    """Token ids of several observations in one tokenizer call (the same ids as one call each)."""
+    if tok is None or not texts:
+        return [[] for _ in texts]
+    return [[int(x) for x in ids] for ids in tok(texts, add_special_tokens=False)["input_ids"]]
+
+
 def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], *,
                  options: Sequence[dict | None] | None = None, groups: Sequence[int] | None = None,
                  max_context: int | None = None, max_new_tokens: int = 32, obs_max_words: int | None = None,
@@ -158,120 +295,38 @@ def run_episodes(policy: Any, envs: Sequence[Any], seeds: Sequence[int | None], 
     (``batch_search=False`` steps every env by itself).
 
     ``max_context`` ends an episode (reward 0, ``info["context_overflow"]``) before its tokens would overflow
-    the model; ``max_actions`` bounds turns even for an env without a turn limit.
+    the model; ``max_actions`` bounds turns even for an env without a turn limit. The policy is called with
+    ``indices`` (which episodes it acts for) when it takes them, so it may keep per-episode state between turns
+    (:class:`LMPolicy` keeps what the model has read); its ``reset()`` runs first.
     """
     n = len(envs)
     options = list(options) if options is not None else [None] * n
     groups = list(groups) if groups is not None else list(range(n))
-    ids: list[list[int]] = []
-    mask: list[list[int]] = []
-    lps: list[list[float]] = []
-    ents: list[list[float]] = []
-    plen: list[int] = []
-    obs_now: list[str] = []
-    info_now: list[dict] = []
-    info0: list[dict] = []
-    questions: list[str] = []
-    answers: list[list[str]] = []
-    steps: list[list[Step]] = [[] for _ in range(n)]
-    from searchgym.envs.env import SearchEnv
-    from searchgym.envs.vector import batchable, step_batched
-
-    keeps_record = [isinstance(getattr(env, "unwrapped", env), SearchEnv) for env in envs]
-    in_batch = [batch_search and batchable(env) for env in envs]
-    done = [False] * n
-    reward = [0.0] * n
-    final: list[dict] = [{} for _ in range(n)]
+    if isinstance(policy, LMPolicy):
+        policy.reset()
     if hasattr(policy, "agent") and hasattr(policy.agent, "reset"):
         policy.agent.reset()
-    for i, env in enumerate(envs):
-        obs, info = env.reset(seed=seeds[i], options=options[i]) if options[i] is not None else \
-            env.reset(seed=seeds[i])
-        p = policy.encode_prompt(obs)
-        ids.append(list(p))
-        mask.append([0] * len(p))
-        lps.append([0.0] * len(p))
-        ents.append([0.0] * len(p))
-        plen.append(len(p))
-        obs_now.append(obs)
-        info_now.append(dict(info))
-        info0.append(dict(info))
-        ex = getattr(env, "example", None) or getattr(env, "current_example", None)
-        questions.append(str(info.get("question", getattr(ex, "question", ""))))
-        answers.append(list(info.get("answers", getattr(ex, "answers", [])) or []))
+    ep = _Episodes(policy, envs, seeds, options, batch_search)
     tok = getattr(policy, "tokenizer", None)
+    with_indices = isinstance(policy, (AgentPolicy, LMPolicy))
     for _turn in range(max_actions):
-        active = [i for i in range(n) if not done[i]]
+        active = ep.active(max_context, max_new_tokens)
         if not active:
             break
-        if max_context is not None:
-            for i in list(active):
-                if len(ids[i]) + max_new_tokens > max_context:
-                    done[i] = True
-                    final[i] = {"context_overflow": True, "em": 0, "f1": 0.0}
-                    active.remove(i)
-            if not active:
-                break
-        if isinstance(policy, AgentPolicy):
-            outs = policy([ids[i] for i in active], [obs_now[i] for i in active],
-                          [info_now[i] for i in active], indices=active)
-        else:
-            outs = policy([ids[i] for i in active], [obs_now[i] for i in active], [info_now[i] for i in active])
-        outs = list(outs)
+        args = ([ep.ids[i] for i in active], [ep.obs_now[i] for i in active], [ep.info_now[i] for i in active])
+        outs = list(policy(*args, indices=active) if with_indices else policy(*args))
         stepped = active[:len(outs)]
-        # Step the envs that got an action: the batchable ones together (one batch_search per shared
-        # retriever), the others one by one.
-        bi = [k for k, i in enumerate(stepped) if in_batch[i]]
-        results: list[Any] = [None] * len(stepped)
-        if bi:
-            for k, res in zip(bi, step_batched([envs[stepped[k]] for k in bi], [outs[k][0] for k in bi])):
-                results[k] = res
-        for k, i in enumerate(stepped):
-            if not in_batch[i]:
-                results[k] = envs[i].step(outs[k][0])
+        results = ep.step_envs(stepped, [o[0] for o in outs])
+        cont: list[tuple[int, str]] = []
         for i, (text, a_ids, a_lp, a_ent), res in zip(stepped, outs, results):
-            ids[i].extend(a_ids)
-            mask[i].extend([1] * len(a_ids))
-            lps[i].extend(a_lp)
-            ents[i].extend(a_ent)
-            obs, r, term, trunc, info = res
-            info = dict(info)
-            kind = info.get("action_kind") or info.get("kind") or ("answer" if term else "search")
-            if not keeps_record[i]:  # the env's own record is the trajectory (see below)
-                steps[i].append(Step(action=text, kind=str(kind), query=info.get("query"),
-                                     doc_ids=[str(x) for x in (info.get("retrieved_ids") or info.get("doc_ids")
-                                                              or [])],
-                                     gold_hit=info.get("gold_hit"), reward=float(r),
-                                     queries=[str(q) for q in info.get("queries") or []],
-                                     titles=[str(t) for t in info.get("titles") or []]))
-            reward[i] += float(r)
-            if term or trunc:
-                done[i] = True
-                final[i] = info
-                continue
-            obs = truncate_observation(obs, obs_max_words)
-            o_ids = [int(x) for x in tok(obs, add_special_tokens=False)["input_ids"]] if tok is not None else []
-            ids[i].extend(o_ids)
-            mask[i].extend([0] * len(o_ids))
-            lps[i].extend([0.0] * len(o_ids))
-            ents[i].extend([0.0] * len(o_ids))
-            obs_now[i] = obs
-            info_now[i] = info
-    episodes = []
-    for i in range(n):
-        # The env is the one producer of Steps: its record (finished, or so far on a context overflow) is
-        # the trajectory; the Steps built from infos above serve only envs that keep no record.
-        traj = _env_trajectory(envs[i], agent_name, policy_step)
-        if traj is None:
-            traj = _build_trajectory(questions[i], answers[i], info0[i], steps[i], final[i], reward[i],
-                                     agent_name, policy_step, seeds[i])
-        em = float(final[i].get("em", traj.em) or 0)
-        f1 = float(final[i].get("f1", traj.f1) or 0.0)
-        info = dict(final[i])
-        info.setdefault("family", info0[i].get("family"))
-        episodes.append(Episode(ids=ids[i], mask=mask[i], logprobs=lps[i], entropies=ents[i], prompt_len=plen[i],
-                                reward=reward[i], em=em, f1=f1, trajectory=traj, group=groups[i], info=info))
-    return episodes
+            ep.extend(i, a_ids, 1, a_lp, a_ent)
+            obs = ep.record(i, text, res)
+            if obs is not None:
+                cont.append((i, truncate_observation(obs, obs_max_words)))
+        for (i, obs), o_ids in zip(cont, _tokenize(tok, [o for _, o in cont])):
+            ep.extend(i, o_ids, 0)
+            ep.obs_now[i] = obs
+    return ep.episodes(groups, agent_name, policy_step)
 
 
 # ------------------------------------------------------------------------------------------------ batching
@@ -340,3 +395,79 @@ def policy_forward(model: Any, batch: dict[str, Any], *, temperature: float = 1.
     if ent_s is not None:
         ent = torch.zeros(sel.shape, dtype=ent_s.dtype, device=ent_s.device).masked_scatter(sel, ent_s)
     return lp, ent, hidden if output_hidden else None
+
+
+def forward_episodes(model: Any, episodes: Sequence[Episode], pad_id: int, device: str = "cpu", *,
+                     unpadded: bool = True, temperature: float = 1.0, with_entropy: bool = True,
+                     output_hidden: bool = False, max_tokens: int = 2048) -> tuple[Any, Any, Any]:
+    """:func:`policy_forward` of ``collate(episodes)``, with the same layout (``[B, T-1]``, 0 past each episode's
+    end), computed without the padding: the episodes are run shortest first in groups of up to ``max_tokens``
+    padded tokens, each group cut to its longest episode and read under the plain causal mask (right padding is
+    never attended to by a real token). The numbers are the padded forward's (to float rounding); a batch of
+    episodes of unequal length costs their tokens, not B x the longest, and attention skips the upper triangle.
+    ``unpadded=False`` runs the plain padded forward instead."""
+    import torch
+    import torch.nn.functional as F
+
+    if not unpadded:
+        return policy_forward(model, collate(list(episodes), pad_id, device), temperature=temperature,
+                              with_entropy=with_entropy, output_hidden=output_hidden)
+
+    width = max(len(e.ids) for e in episodes) - 1
+    order = sorted(range(len(episodes)), key=lambda i: len(episodes[i].ids))
+    groups: list[list[int]] = [[]]
+    for i in order:  # ascending lengths: the group's longest is the one being added
+        if groups[-1] and (len(groups[-1]) + 1) * len(episodes[i].ids) > max_tokens:
+            groups.append([])
+        groups[-1].append(i)
+    parts: dict[int, tuple[Any, Any, Any]] = {}
+    for g in groups:
+        b = collate([episodes[i] for i in g], pad_id, device)
+        b["attention_mask"] = None  # right padding: causal attention alone keeps every real token's view
+        lp, ent, hid = policy_forward(model, b, temperature=temperature, with_entropy=with_entropy,
+                                      output_hidden=output_hidden)
+        for j, i in enumerate(g):
+            parts[i] = (lp[j], ent[j] if ent is not None else None, hid[j] if hid is not None else None)
+
+    def stack(k: int) -> Any:
+        if parts[0][k] is None:
+            return None
+        rows = [parts[i][k] for i in range(len(episodes))]
+        pad = [(0, 0, 0, width - r.shape[0]) if r.dim() == 2 else (0, width - r.shape[0]) for r in rows]
+        return torch.stack([F.pad(r, p) for r, p in zip(rows, pad)])
+
+    return stack(0), stack(1), stack(2)
+
+
+def kl_to_reference(model: Any, ref: Any, episodes: Sequence[Episode], pad_id: int, device: str = "cpu",
+                    micro_batch_size: int = 16) -> tuple[float, float]:
+    """``(sum, count)`` of the exact per-token KL(model || ref) over the full next-token distributions at the
+    episodes' agent tokens (no gradient). For demonstrations (SFT), whose tokens the model did not sample, this is
+    the KL a rollout's k3 estimate (RL's ``kl_to_start``) estimates on the policy's own tokens."""
+    import torch
+
+    total, n = 0.0, 0.0
+    with torch.no_grad():
+        for k in range(0, len(episodes), micro_batch_size):
+            b = collate(list(episodes[k:k + micro_batch_size]), pad_id, device)
+            b["attention_mask"] = None  # right padding: causal attention alone (see forward_episodes)
+            sel = b["mask"] > 0
+            lp = _agent_logprobs(model, b, sel)
+            lq = _agent_logprobs(ref, b, sel)
+            total += float((lp.exp() * (lp - lq)).sum())
+            n += float(sel.sum())
+    return total, n
+
+
+def _agent_logprobs(model: Any, batch: dict[str, Any], sel: Any) -> Any:
+    """Log-softmax over the vocabulary at the selected target positions (``[n, V]``)."""
+    import torch
+
+    split = _split_head(model)
+    if split is None:
+        logits = model(input_ids=batch["input_ids"], use_cache=False).logits[:, :-1, :][sel]
+    else:
+        body, head = split
+        hid = body(input_ids=batch["input_ids"], use_cache=False).last_hidden_state[:, :-1, :]
+        logits = head(hid[sel])
+    return torch.log_softmax(logits.float(), dim=-1)

@@ -100,14 +100,35 @@ def sft_backward(model: Any, batch_eps: Sequence[Any], args: SFTArgs, pad: int) 
     return loss_sum
 
 
+def _kl_row(model: Any, ref: Any, batch_eps: Sequence[Any], args: SFTArgs, pad: int) -> dict[str, float]:
+    """``{"charts/kl_to_start": ...}`` of the step's batch when a reference is given (else empty)."""
+    if ref is None:
+        return {}
+    from searchgym.train.rollout import kl_to_reference
+
+    ref.eval()
+    was_training = model.training
+    model.eval()
+    try:
+        s, n = kl_to_reference(model, ref, batch_eps, pad, args.device, args.micro_batch_size)
+    finally:
+        model.train(was_training)
+    return {"charts/kl_to_start": s / n if n else 0.0}
+
+
 def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs, *, out_dir: str | Path | None = None,
               log: Callable[[dict[str, float]], None] | None = None, resume: bool = False,
-              eval_fn: Callable[[int], dict[str, float]] | None = None) -> list[dict[str, float]]:
+              eval_fn: Callable[[int], dict[str, float]] | None = None,
+              ref_model: Any = None) -> list[dict[str, float]]:
     """Train ``model`` in place on ``episodes``; returns the list of logged metric rows.
 
     With ``out_dir``, metrics go to ``out_dir/metrics.jsonl`` and checkpoints to ``out_dir/checkpoint``
     (atomic); ``resume=True`` continues from that checkpoint exactly (data order is a function of the seed and
-    the step)."""
+    the step). With ``ref_model`` (e.g. a frozen copy of the start), every row logs ``charts/kl_to_start``: the
+    mean per-token KL(model || ref_model) on the step's trained (agent) tokens, before the step's update, as
+    ``train_rl`` logs it for the rollouts (there a k3 estimate on the policy's own samples; here exact over the
+    vocabulary, since the demonstrations were not sampled from the model). One extra no-grad forward of each
+    model per step."""
     import torch
 
     from searchgym.train.checkpoint import atomic_write_text, load_checkpoint, save_checkpoint, set_rng_state
@@ -155,13 +176,14 @@ def train_sft(model: Any, tokenizer: Any, episodes: Sequence[Any], args: SFTArgs
         batch_eps = [episodes[i] for i in batch_indices(step)]
         n_tok = sum(sum(e.mask) for e in batch_eps)
         opt.zero_grad(set_to_none=True)
+        kl = _kl_row(model, ref_model, batch_eps, args, pad)
         loss_sum = sft_backward(model, batch_eps, args, pad)
         gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), args.max_grad_norm).item()
         opt.step()
         sched.step()
         row = {"step": step + 1, "losses/sft": loss_sum, "charts/grad_norm": gnorm,
                "charts/learning_rate": opt.param_groups[0]["lr"], "charts/agent_tokens": float(n_tok),
-               "charts/time": time.time() - t0}
+               "charts/time": time.time() - t0, **kl}
         if eval_fn is not None and ((step + 1) % max(1, args.log_every) == 0 or step + 1 == total):
             row.update(eval_fn(step + 1))
         history.append(row)
