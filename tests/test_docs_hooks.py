@@ -40,3 +40,19 @@ def test_a_page_with_a_raw_role_fails_the_build():
     assert roles.on_post_page(ok, page, None) == ok
     with pytest.raises(PluginError, match="unrendered Sphinx role"):
         roles.on_post_page("<p>a :class:<code>~searchgym.envs.actions.SearchAction</code></p>", page, None)
+
+
+def test_nav_is_grouped_and_the_environment_page_has_gymnasiums_sections():
+    import re
+
+    root = HOOK.parents[2]
+    nav = (root / "mkdocs.yml").read_text(encoding="utf-8").split("nav:", 1)[1].split("\n\n", 1)[0]
+    groups = re.findall(r"^  - ([^:]+):\s*$", nav, flags=re.MULTILINE)
+    assert groups == ["Get started", "Guides", "Reference", "Experiments"]
+    pages = set(re.findall(r":\s*(\S+\.md)", nav))
+    assert pages == {p.name for p in (root / "docs").glob("*.md")}  # every page is in the nav
+    heads = re.findall(r"^## (.+)$", (root / "docs" / "environment.md").read_text(encoding="utf-8"),
+                       flags=re.MULTILINE)
+    want = ["Action Space", "Observation Space", "Rewards", "Starting State", "Episode End", "Arguments",
+            "Version History"]
+    assert [h for h in heads if h in want] == want

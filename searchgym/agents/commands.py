@@ -163,8 +163,8 @@ def _prepare_env(*, agent: str, env: str, split: str | None, n: int | None, repe
     return kw, n
 
 
-def _fmt(x: float) -> str:
-    return "-" if isinstance(x, float) and math.isnan(x) else f"{x:.3f}"
+def _fmt(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
 def summary_table(summary: dict[str, dict[str, float]], title: str) -> Any:
@@ -185,7 +185,8 @@ def show_episode(console: Any, traj: Any) -> None:
     from rich.markup import escape
 
     mark = "[green]✓[/]" if traj.em else "[red]✗[/]"
-    console.rule(f"{mark} {escape(traj.question_id)} · {escape(str(traj.family))}", align="left")
+    family = f" · {escape(str(traj.family))}" if traj.family is not None else ""  # a QA file has no families
+    console.rule(f"{mark} {escape(traj.question_id)}{family}", align="left")
     console.print(f"[bold]Q:[/] {escape(traj.question)}")
     for i, s in enumerate(traj.steps, 1):
         act = " ".join(s.action.split())

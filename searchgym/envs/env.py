@@ -116,7 +116,8 @@ class SearchEnv(gym.Env[str, Any]):
     - ``corpus``: ``None`` (the embedded world), a corpus file (Search-R1 jsonl, ``{id,title,text}`` jsonl,
       parquet), an index directory (``searchgym index build``), or a list of ``Passage``.
     - ``dataset``: ``None`` (the world's ``split``), a world split name (``train``, ``dev``, ``test``,
-      ``shift_phrasing``, ``shift_family``, ``shift_type``), a QA file in any format ``load_qa`` reads, or
+      ``shift_phrasing``, ``shift_family``, ``shift_type``, ``shift_strategy``; ``shift_renamed`` and
+      ``shift_homonym`` in a version-3 world), a QA file in any format ``load_qa`` reads, or
       a list of ``QAExample``. A file needs ``corpus=`` (or a retriever URL/object).
     - ``retriever``: ``"bm25"``, ``"dense"``, ``"hybrid"``, an ``http://`` URL of a ``/retrieve`` server,
       or any object with ``search``/``batch_search``. Default ``None``: BM25 over a corpus, or whatever an
