@@ -1,6 +1,6 @@
 """The README's install block works in a fresh venv outside the checkout, and `searchgym` is then on the PATH.
 
-The block (the one after ``<!-- install-test -->``) runs as written, line by line in one bash, in a copy of the
+The block (the one tests/test_docs_examples.py skips: "installs into a fresh venv") runs as written, line by line in one bash, in a copy of the
 checkout in a temporary directory, with no PYTHONPATH. Offline and fast: pip gets ``PIP_NO_INDEX=1`` and no build
 isolation (pip's environment variables, the README's lines stay as they are), and right after the block makes its
 venv, a ``.pth`` line points it at this venv's site-packages for the dependencies (torch, transformers, ...; the
@@ -27,8 +27,9 @@ SKIP = shutil.ignore_patterns(".venv*", ".git", "site", "runs", "dist", "build",
 
 def install_block() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    m = re.search(r"<!-- install-test -->\n```bash\n(.*?)\n```", text, flags=re.DOTALL)
-    assert m, "README.md has no install block after <!-- install-test -->"
+    m = re.search(r"<!-- docs-test: skip installs into a fresh venv[^\n]*-->\n```bash\n(.*?)\n```", text,
+                  flags=re.DOTALL)
+    assert m, "README.md has no install block (a bash block marked 'docs-test: skip installs into a fresh venv')"
     return m.group(1)
 
 
