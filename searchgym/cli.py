@@ -89,8 +89,9 @@ def _folding(make_text: Any) -> Any:
 
 def _install_help_rendering() -> None:
     rich_utils: Any = typer.rich_utils
-    if not getattr(rich_utils._make_rich_text, "_searchgym_folds", False):
-        rich_utils._make_rich_text = _folding(rich_utils._make_rich_text)
+    make_text = getattr(rich_utils, "_make_rich_text", None)  # a private name: absent in another Typer, skip
+    if make_text is not None and not getattr(make_text, "_searchgym_folds", False):
+        rich_utils._make_rich_text = _folding(make_text)
         rich_utils._make_rich_text._searchgym_folds = True
     core: Any = typer.core
     core._TyperParameter.display_type = _display_type
