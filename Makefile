@@ -50,11 +50,15 @@ squeeze-worlds: $(STAMP)
 	$(VENV)/bin/searchgym squeeze --headline --out runs/squeeze \
 	    --worlds $$(for w in $(WORLDS); do printf 'runs/squeeze-w%s,' $$w; done) --readme README.md
 
+# `make test`: the fast suite (under 5 minutes on 2 cores). `make test-slow`: the benchmarks, end-to-end soaks and
+# full pipeline runs (-m slow); .ci/run runs both. SLOW_ARGS narrows the slow run (.ci/run leaves out what its other
+# steps already run).
+SLOW_ARGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow
+	$(PY) -m pytest -q -m slow $(SLOW_ARGS)
 
 # searchgym serve-ray on a local multi-node Ray cluster (ray.cluster_utils, loopback only): a few minutes on 2 cores.
 test-ray: $(STAMP)

@@ -75,7 +75,24 @@ def _argument_type(self: Any, ctx: Any) -> str | None:
     return None  # the upper-case name is the metavar already (click's convention)
 
 
+def _folding(make_text: Any) -> Any:
+    """Typer's help text, with a word longer than its column folded onto the next line instead of cut with
+    an ellipsis (a comma-separated list of choices is one such word)."""
+    def make(*args: Any, **kwargs: Any) -> Any:
+        text = make_text(*args, **kwargs)
+        if hasattr(text, "overflow"):
+            text.overflow = "fold"
+        return text
+
+    return make
+
+
 def _install_help_rendering() -> None:
+    rich_utils: Any = typer.rich_utils
+    make_text = getattr(rich_utils, "_make_rich_text", None)  # a private name: absent in another Typer, skip
+    if make_text is not None and not getattr(make_text, "_searchgym_folds", False):
+        rich_utils._make_rich_text = _folding(make_text)
+        rich_utils._make_rich_text._searchgym_folds = True
     core: Any = typer.core
     core._TyperParameter.display_type = _display_type
     core.TyperArgument.display_name_raw = property(_argument_display_name)

@@ -198,3 +198,61 @@ def test_runs_sharing_most_questions_keep_the_matched_comparison_alone():
                     classes=STRATEGIES, n_boot=50, seed=0)
     ent = next(c for c in comps if c["metric"] == "strategy_entropy")
     assert ent["matched_questions"] == 35 and "beside" not in ent
+
+
+def test_verdict_arithmetic_on_three_steps_whose_last_copies_every_question(tmp_path):
+    """Issue 35: "1.48 → -0.00 nats, change -1.53" while step 0 showed 1.533. The first and last values are the
+    per-step series' own numbers, the change is their difference, and no negative zero is printed or stored."""
+    import math
+    import re
+
+    eps = _run({0: 0.0, 1: 0.3, 2: 1.0}, seed=11, eps_per_step=30)
+    for e in eps:
+        e.reward = 1.0 if e.step < 2 else 0.5
+    src = tmp_path / "rl.jsonl"
+    with src.open("w") as fh:
+        for e in eps:
+            fh.write(json.dumps({"question": e.question, "step": e.step, "reward": e.reward,
+                                 "queries": e.queries}) + "\n")
+    res = CliRunner().invoke(app, ["analyze", str(src), "--text-field", "queries", "--out", str(tmp_path / "a"),
+                                   "--n-boot", "50"])
+    assert res.exit_code == 0, res.output
+    raw = (tmp_path / "a" / "summary.json").read_text()
+    tr = json.loads(raw)["runs"][next(iter(json.loads(raw)["runs"]))]["trend"]
+    series = [p["value"] for p in tr["strategy_entropy"]]
+    ch = tr["change"]
+    assert tr["steps"] == [0, 1, 2] and ch["first_steps"] == [0] and ch["last_steps"] == [2]
+    assert ch["first"] == series[0] and ch["last"] == series[-1]
+    assert ch["last"] == 0.0 and math.copysign(1.0, ch["last"]) == 1.0  # one class: 0, not -0
+    assert series[0] > 1.0 and ch["diff"] == ch["last"] - ch["first"]
+    assert f"{series[0]:.2f} → 0.00 nats, change {ch['diff']:+.2f}" in tr["sentence"], tr["sentence"]
+    assert tr["verdict"] == "squeezed" and ch["ci"][1] < 0
+    assert "-0.0," not in raw and "-0.0]" not in raw and not re.search(r"-0\.0+\b(?!\d)", raw)
+    for name in ("report.md", "report.html"):
+        text = (tmp_path / "a" / name).read_text()
+        assert not re.search(r"(?<![\d.])-0\.0+(?![\d])", text), name
+    # three steps: no entropy law fitted (it needs 5) and none drawn
+    law = json.loads(raw)["runs"][next(iter(json.loads(raw)["runs"]))]["policy"]["entropy_law"]
+    assert law["a"] is None and law["n"] == 3
+    assert not (tmp_path / "a" / "reward_vs_entropy.png").exists()
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert "<details id='appendix'>" in html and "<details id='appendix' open" not in html
+
+
+def test_law_label_and_integer_step_ticks():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from searchgym.diversity.plotting import integer_ticks
+    from searchgym.diversity.report import law_label
+
+    assert law_label(-0.0293, 0.207) == "R=0.0293exp(H)+0.207"
+    assert law_label(0.5, -0.25) == "R=-0.5exp(H)-0.25"
+    fig, ax = plt.subplots()
+    ax.plot([0, 1, 2], [1.0, 0.5, 0.0])
+    integer_ticks(ax)
+    fig.canvas.draw()
+    assert all(float(t).is_integer() for t in ax.get_xticks())
+    plt.close(fig)

@@ -11,6 +11,7 @@ other languages (text, json, console, yaml) are not run.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -73,13 +74,44 @@ def _env(tmp: Path) -> dict[str, str]:
     return env
 
 
+# One Python process per page runs its blocks in order: a Python block as ``python block.py`` would run it
+# (``runpy`` as ``__main__``, in a fresh namespace, from the page's directory, with the environment reset), a bash
+# block in ``bash -euo pipefail``. It saves an interpreter start and the imports per block (about 40 blocks).
+DRIVER = r"""
+import contextlib, io, json, os, runpy, subprocess, sys, traceback
+plan, env0, limit = json.load(open(sys.argv[1])), dict(os.environ), float(sys.argv[2])
+for lang, script, line in plan:
+    os.chdir(os.path.dirname(script)); os.environ.clear(); os.environ.update(env0)
+    if lang == "sh":
+        r = subprocess.run(["bash", "-euo", "pipefail", script], capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL, timeout=limit)
+        rc, out, err = r.returncode, r.stdout, r.stderr
+    else:
+        out_buf, err_buf, rc = io.StringIO(), io.StringIO(), 0
+        sys.argv = [script]
+        with contextlib.redirect_stdout(out_buf), contextlib.redirect_stderr(err_buf):
+            try:
+                runpy.run_path(script, run_name="__main__")
+            except SystemExit as e:
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            except BaseException:
+                traceback.print_exc()
+                rc = 1
+        out, err = out_buf.getvalue(), err_buf.getvalue()
+    if rc:
+        print(json.dumps({"line": line, "rc": rc, "stdout": out[-3000:], "stderr": err[-6000:]}), flush=True)
+        sys.exit(3)
+print(json.dumps({"ran": len(plan)}), flush=True)
+"""
+
+
 def run_page(path: Path, tmp: Path, *, slow: bool | int) -> int:
     """Run the page's blocks in order in ``tmp``; return how many ran. A failing block fails with its output.
 
     ``slow``: False runs no slow block, True every one, a line number only the slow block opening there (with
     every fast block before it, which may make its inputs).
     """
-    ran = 0
+    plan, blocks = [], {}
     for n, b in enumerate(extract_blocks(path)):
         if b.lang not in RUN_LANGS or b.mark == "skip":
             continue
@@ -89,17 +121,30 @@ def run_page(path: Path, tmp: Path, *, slow: bool | int) -> int:
             break
         script = tmp / f".block{n:02d}_line{b.line}.{RUN_LANGS[b.lang]}"
         script.write_text(b.code, encoding="utf-8")
-        cmd = [sys.executable, script.name] if b.lang == "python" else ["bash", "-euo", "pipefail", script.name]
-        try:
-            r = subprocess.run(cmd, cwd=tmp, env=_env(tmp), capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S,
-                               stdin=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"{b.page}:{b.line}: the {b.lang} block ran over {BLOCK_TIMEOUT_S} s")
-        if r.returncode != 0:
-            pytest.fail(f"{b.page}:{b.line}: the {b.lang} block exited {r.returncode}\n--- block ---\n{b.code}"
-                        f"--- stdout (end) ---\n{r.stdout[-3000:]}\n--- stderr (end) ---\n{r.stderr[-6000:]}")
-        ran += 1
-    return ran
+        plan.append((RUN_LANGS[b.lang], str(script), b.line))
+        blocks[b.line] = b
+    if not plan:
+        return 0
+    (tmp / ".plan.json").write_text(json.dumps(plan), encoding="utf-8")
+    (tmp / ".driver.py").write_text(DRIVER, encoding="utf-8")
+    try:
+        r = subprocess.run([sys.executable, ".driver.py", ".plan.json", str(BLOCK_TIMEOUT_S)], cwd=tmp,
+                           env=_env(tmp), capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S * len(plan),
+                           stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{path.name}: its blocks ran over {BLOCK_TIMEOUT_S} s each")
+    last = (r.stdout.strip().splitlines() or ["{}"])[-1]
+    try:
+        res = json.loads(last)
+    except json.JSONDecodeError:
+        res = {}
+    if "line" in res:
+        b = blocks[res["line"]]
+        pytest.fail(f"{b.page}:{b.line}: the {b.lang} block exited {res['rc']}\n--- block ---\n{b.code}"
+                    f"--- stdout (end) ---\n{res['stdout']}\n--- stderr (end) ---\n{res['stderr']}")
+    if r.returncode != 0 or res.get("ran") != len(plan):
+        pytest.fail(f"{path.name}: the block runner exited {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-6000:]}")
+    return len(plan)
 
 
 def _slow_blocks() -> list[Any]:

@@ -37,13 +37,13 @@ def test_fit_drops_non_finite_pairs_and_keeps_the_rest():
 
 
 @pytest.mark.parametrize("h, r, why", [
-    ([], [], "fewer than 4"),
-    ([0.1, 0.2, 0.3], [0.5, 0.6, 0.7], "fewer than 4"),
+    ([], [], "fewer than 5"),
+    ([0.1, 0.2, 0.3], [0.5, 0.6, 0.7], "fewer than 5"),
     ([0.5] * 10, list(np.linspace(0, 1, 10)), "constant"),
-    ([float("nan")] * 6, [0.1] * 6, "fewer than 4"),
+    ([float("nan")] * 6, [0.1] * 6, "fewer than 5"),
     ([0.1, 0.2, 0.3, 0.4], [0.5, 0.6], "differ in length"),
-    ([1000.0, 1001.0, 1002.0, 1003.0], [0.1, 0.2, 0.3, 0.4], "overflows"),
-    (["x", "y", "z", "w"], [0.1, 0.2, 0.3, 0.4], "non-numeric"),
+    ([1000.0, 1001.0, 1002.0, 1003.0, 1004.0], [0.1, 0.2, 0.3, 0.4, 0.5], "overflows"),
+    (["x", "y", "z", "w", "v"], [0.1, 0.2, 0.3, 0.4, 0.5], "non-numeric"),
 ])
 def test_degenerate_input_gives_ok_false_with_a_reason(h, r, why):
     fit = fit_entropy_law(h, r)

@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # runs the competence script end to end
 def test_lm_competence_script_prints_train_and_test_rows(tmp_path):
     cmd = [sys.executable, str(ROOT / "scripts" / "lm_competence.py"), "--n-entities", "40", "--pretrain-steps", "2",
            "--sft-steps", "2", "--questions", "2", "--samples", "1", "--temperatures", "1.0", "--threads", "1",

@@ -49,6 +49,7 @@ def test_only_start_is_bit_for_bit_and_ships_with_a_manifest(tmp_path, monkeypat
     assert s["competence"]["questions"] == 6
 
 
+@pytest.mark.slow  # an end-to-end squeeze run (minutes on 2 cores); `make test-slow`
 def test_a_run_resumed_after_only_start_reuses_the_start_and_evaluates_it(tmp_path, one_thread):
     """`--only-start` then `--resume` with arms (how a new world is checked before its arms are paid for): the
     start is not rebuilt, the gate is not re-measured, and the start still gets its full evaluation."""
@@ -79,6 +80,7 @@ def test_a_run_resumed_after_only_start_reuses_the_start_and_evaluates_it(tmp_pa
     assert s["competence"]["questions"] == 4 and set(s["arms"]) == {"grpo"}
 
 
+@pytest.mark.slow  # an end-to-end squeeze run (minutes on 2 cores); `make test-slow`
 def test_shipped_start_is_used_only_when_its_key_matches(tmp_path, monkeypatch, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
     from searchgym.experiments.squeeze import start as st

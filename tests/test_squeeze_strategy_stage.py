@@ -14,6 +14,7 @@ from searchgym.errors import ConfigError
 ARMS = ("sft", "grpo", "grpo_count")
 
 
+@pytest.mark.slow  # an end-to-end squeeze run (minutes on 2 cores); `make test-slow`
 def test_strategy_stage_summary_plots_and_resume(tmp_path, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
 

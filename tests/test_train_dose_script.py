@@ -9,6 +9,7 @@ from helpers import load_script
 pytest.importorskip("transformers")
 
 
+@pytest.mark.slow  # runs the dose-sweep script end to end
 def test_dose_sweep_on_a_tiny_start(tmp_path, one_thread):
     from test_train_squeeze import _tiny_cfg
 

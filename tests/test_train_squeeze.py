@@ -90,6 +90,7 @@ def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     assert again["arms"]["grpo"]["train_success"] == s["arms"]["grpo"]["train_success"]
 
 
+@pytest.mark.slow  # an end-to-end squeeze run (minutes on 2 cores); `make test-slow`
 def test_squeeze_sft_refresh_and_darling_arms_run(tmp_path, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
 
@@ -289,6 +290,7 @@ def test_diff_ci_welch_and_no_detectable_difference():
     assert line.startswith("- GRPO − continued SFT: test success +0.000") and "no detectable difference" in line
 
 
+@pytest.mark.slow  # an end-to-end squeeze run (minutes on 2 cores); `make test-slow`
 def test_parallel_arms_give_the_same_results_as_one_process(tmp_path, one_thread):
     """--jobs 2 runs arm-seeds, and the SFT start's evaluation and pass@k, in worker processes; every figure
     equals the one-process run's."""

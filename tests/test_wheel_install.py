@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# building the wheel and sdist and a fresh venv is an end-to-end check (about a minute on 2 cores): `make test-slow`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "diversity" / "verl_rollouts"
 

@@ -12,13 +12,17 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from searchgym.agents.registry import HEURISTIC_NAMES
+from searchgym.envs.sources import V3_SPLITS, WORLD_SPLITS
+
 AgentOpt = Annotated[str, typer.Option(
-    "--agent", "-a", help="A heuristic (question, keywords, entity, rephrase, decompose, prf, random, diverse), a "
-                          "Hugging Face model (local dir, org/name or hf:name), or with --base-url the model name "
-                          "on an OpenAI-compatible server.")]
+    "--agent", "-a", help=f"A heuristic ({', '.join(HEURISTIC_NAMES)}), a Hugging Face model (local dir, "
+                          "org/name or hf:name), or with --base-url the model name on an OpenAI-compatible server.")]
 EnvOpt = Annotated[str, typer.Option("--env", help="Gymnasium env id.")]
 SplitOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
-    "--split", help="World split: train, dev, test, shift_phrasing, shift_family, shift_type, shift_strategy.")]
+    "--split", help=f"World split: {', '.join(WORLD_SPLITS)} (default train). {' and '.join(V3_SPLITS)} come from "
+                    "a version-3 world of the same seed and size (the squeeze experiment's world has 4,000 "
+                    "entities: scripts/strategy_table.py).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed: question order and agent sampling.")]
 NumEnvsOpt = Annotated[int, typer.Option("--num-envs", "-b", help="Parallel env slots (one batched search per step).")]
 BaseUrlOpt = Annotated[Optional[str], typer.Option(  # noqa: UP045
@@ -137,10 +141,10 @@ def _prepare_env(*, agent: str, env: str, split: str | None, n: int | None, repe
     elif fmt is not None or lenient:
         _fail("--format and --lenient apply to a --dataset file", 2)
     elif env.startswith("searchgym/"):
-        from searchgym.data import default_world
+        from searchgym.envs.sources import _world, world_key
 
         try:
-            available = len(default_world().split(split or "train"))
+            available = len(_world(world_key(split=split)).split(split or "train"))
         except (SearchGymError, KeyError, ValueError):
             available = None  # the env reports the bad split itself
     if n is None:
@@ -159,8 +163,8 @@ def _prepare_env(*, agent: str, env: str, split: str | None, n: int | None, repe
     return kw, n
 
 
-def _fmt(x: float) -> str:
-    return "-" if isinstance(x, float) and math.isnan(x) else f"{x:.3f}"
+def _fmt(x: float | None) -> str:
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
 def summary_table(summary: dict[str, dict[str, float]], title: str) -> Any:
@@ -181,7 +185,8 @@ def show_episode(console: Any, traj: Any) -> None:
     from rich.markup import escape
 
     mark = "[green]✓[/]" if traj.em else "[red]✗[/]"
-    console.rule(f"{mark} {escape(traj.question_id)} · {escape(str(traj.family))}", align="left")
+    family = f" · {escape(str(traj.family))}" if traj.family is not None else ""  # a QA file has no families
+    console.rule(f"{mark} {escape(traj.question_id)}{family}", align="left")
     console.print(f"[bold]Q:[/] {escape(traj.question)}")
     for i, s in enumerate(traj.steps, 1):
         act = " ".join(s.action.split())

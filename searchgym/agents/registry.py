@@ -8,7 +8,8 @@ from typing import Any
 
 from searchgym.errors import ConfigError
 
-HEURISTIC_NAMES = ("question", "keywords", "entity", "rephrase", "decompose", "prf", "random", "diverse")
+# every strategy of searchgym.agents.heuristics.STRATEGIES, and the mix of them (a test keeps the two equal)
+HEURISTIC_NAMES = ("question", "keywords", "entity", "rephrase", "decompose", "hops", "prf", "random", "diverse")
 
 
 def available_agents() -> list[str]:
@@ -38,7 +39,7 @@ def make_agent(
     """Build an agent from a name.
 
     - a heuristic strategy name (``question``, ``keywords``, ``entity``, ``rephrase``, ``decompose``,
-      ``prf``, ``random``) or ``diverse`` (``weights`` picks the mix);
+      ``hops``, ``prf``, ``random``) or ``diverse`` (``weights`` picks the mix);
     - with ``base_url``: an :class:`~searchgym.agents.openai.OpenAIAgent` for model ``spec`` on that server;
     - a local model directory, ``org/name`` or ``hf:name``: an :class:`~searchgym.agents.lm.LMAgent`.
 

@@ -409,7 +409,7 @@ def _rollout_single(agent: Any, env: Any, n: int, samples: int, seed: int, polic
 # Summaries
 
 
-def _row(trajs: Sequence[Trajectory]) -> dict[str, float]:
+def _row(trajs: Sequence[Trajectory]) -> dict[str, float | None]:
     n = len(trajs)
     if n == 0:
         return {"episodes": 0, "em": 0.0, "f1": 0.0, "recall": 0.0, "searches": 0.0, "invalid": 0.0}
@@ -424,15 +424,16 @@ def _row(trajs: Sequence[Trajectory]) -> dict[str, float]:
         if r is not None:
             recalls.append(float(r))
     return {"episodes": n, "em": sum(t.em for t in trajs) / n, "f1": sum(t.f1 for t in trajs) / n,
-            "recall": (sum(recalls) / len(recalls)) if recalls else float("nan"),
+            "recall": (sum(recalls) / len(recalls)) if recalls else None,  # unknown: no gold passages known
             "searches": sum(t.num_searches for t in trajs) / n, "invalid": invalid / steps if steps else 0.0}
 
 
-def summarize(trajs: Sequence[Trajectory]) -> dict[str, dict[str, float]]:
+def summarize(trajs: Sequence[Trajectory]) -> dict[str, dict[str, float | None]]:
     """EM, F1, gold-passage recall, searches per episode and invalid-action rate: ``{"all": ..., family: ...}``.
 
     Recall is the share of an episode's supporting passages retrieved by any of its searches (or, when
-    the records carry no supporting ids, whether any search hit a gold passage), averaged over episodes.
+    the records carry no supporting ids, whether any search hit a gold passage), averaged over episodes;
+    None when no episode knows its gold passages (the CLI prints ``-``, JSON ``null``).
     The invalid-action rate is per action.
     """
     fams: dict[str, list[Trajectory]] = defaultdict(list)

@@ -605,6 +605,9 @@ def token_entropy_summary(values: Any, *, fork_threshold: float | None = None) -
     return out
 
 
+LAW_MIN_POINTS = 5  # steps needed before the entropy law is fitted (and drawn)
+
+
 def entropy_law(h: Any, a: float, b: float) -> Any:
     """R = -a·exp(H) + b (Cui et al. 2025)."""
     return -a * np.exp(h) + b
@@ -616,8 +619,8 @@ def fit_entropy_law(H: Sequence[float], R: Sequence[float]) -> dict[str, float]:
     The model is linear in (a, b) given exp(H), so the linear least-squares solution (``np.linalg.lstsq``)
     is the exact optimum; it used to be refined by scipy's ``curve_fit``, which only moved it by ~1e-10
     and cost a 0.4 s scipy import per process. Returns a, b, the predicted ceiling at H = 0 (b - a), the
-    residual RMSE and the number of points. Needs at least three points with distinct H; otherwise the
-    values are NaN.
+    residual RMSE and the number of points. Needs at least ``LAW_MIN_POINTS`` (5) points with distinct H (a
+    two-parameter curve through 3 or 4 steps says nothing); otherwise the values are NaN.
     """
     h = np.asarray(H, dtype=float)
     r = np.asarray(R, dtype=float)
@@ -625,7 +628,7 @@ def fit_entropy_law(H: Sequence[float], R: Sequence[float]) -> dict[str, float]:
     h, r = h[ok], r[ok]
     nan = {"a": float("nan"), "b": float("nan"), "ceiling": float("nan"), "rmse": float("nan"),
            "n": float(h.size)}
-    if h.size < 3 or np.ptp(h) == 0:
+    if h.size < LAW_MIN_POINTS or np.ptp(h) == 0:
         return nan
     design = np.stack([-np.exp(h), np.ones_like(h)], axis=1)
     (a, b), *_ = np.linalg.lstsq(design, r, rcond=None)

@@ -61,6 +61,13 @@ def use_cjk_if_needed(texts: Iterable[str]) -> str | None:
     return name
 
 
+def integer_ticks(ax: Any) -> None:
+    """Steps are integers: no tick at step 0.25 or 1.75."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def verdict_plots(runs: dict[str, Any], plt: Any, save: Callable[[Any, str, str], None]) -> None:
     """Per run with a trend: stacked strategy shares per step (which strategy took over) and the strategy
     entropy per step at equal n with its bootstrap CI."""
@@ -83,10 +90,12 @@ def verdict_plots(runs: dict[str, Any], plt: Any, save: Callable[[Any, str, str]
         hi = [p["ci"][1] - p["value"] if p["ci"][1] is not None else 0.0 for p in pts]
         ax2.errorbar(steps, ys, yerr=[lo, hi], marker="o", ms=3, capsize=2)
         ch = tr["change"]
-        ax2.set_title(f"strategy entropy per step (n = {tr['n']}, 95% CI); change {ch['diff']:+.2f}", fontsize=9)
+        ax2.set_title(f"strategy entropy per step (n = {tr['n']}, 95% CI); change {round(ch['diff'] or 0.0, 2) + 0.0:+.2f}",
+                      fontsize=9)
         ax2.set_xlabel("step", fontsize=8)
         ax2.set_ylabel("nats", fontsize=8)
         for ax in (ax1, ax2):
+            integer_ticks(ax)
             ax.tick_params(labelsize=7)
         fig.subplots_adjust(left=0.06, right=0.98, top=0.9, bottom=0.14, wspace=0.55)
         safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:80]

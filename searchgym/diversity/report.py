@@ -73,7 +73,7 @@ def _clean(x: Any) -> Any:
     if isinstance(x, (list, tuple)):
         return [_clean(v) for v in x]
     if isinstance(x, (np.floating, float)):
-        v = float(x)
+        v = float(x) + 0.0  # -0.0 -> 0.0
         return v if math.isfinite(v) else None
     if isinstance(x, np.integer):
         return int(x)
@@ -435,6 +435,39 @@ def make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         return _make_plots(summary, out)
 
 
+def law_label(a: float, b: float) -> str:
+    """``R = -a exp(H) + b`` with the signs folded in: a = -0.0293, b = 0.207 gives ``R=0.0293exp(H)+0.207``."""
+    def num(x: float) -> str:
+        return f"{float(x) + 0.0:.3g}"
+
+    coef = -float(a)
+    head = f"R={num(coef)}exp(H)"
+    return head + (f"-{num(-b)}" if b < 0 else f"+{num(b)}")
+
+
+def _law_plot(runs: dict[str, Any], plt: Any, save: Any) -> None:
+    """Reward vs entropy with the fitted law, for runs with at least ``LAW_MIN_POINTS`` steps."""
+    with_law = {n: r for n, r in _trend_runs(runs).items()
+                if len(r["policy"].get("entropy_law_points") or []) >= M.LAW_MIN_POINTS}
+    if not with_law:
+        return
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, r in with_law.items():
+        pts = np.array(r["policy"]["entropy_law_points"], dtype=float)
+        sc = ax.scatter(pts[:, 0], pts[:, 1], s=14, label=name)
+        fit = r["policy"]["entropy_law"]
+        if fit.get("a") is not None and fit.get("b") is not None:
+            hs = np.linspace(0, max(pts[:, 0].max(), 1e-3) * 1.05, 100)
+            ax.plot(hs, M.entropy_law(hs, fit["a"], fit["b"]), color=sc.get_facecolor()[0], lw=1,
+                    label=f"{name}: {law_label(fit['a'], fit['b'])}")
+    kind = next(iter(with_law.values()))["policy"]["entropy_law"].get("entropy", "")
+    ax.set_xlabel(f"entropy H ({kind})", fontsize=8)
+    ax.set_ylabel("mean reward R", fontsize=8)
+    ax.legend(fontsize=6)
+    ax.set_title("Reward vs entropy with R = -a exp(H) + b", fontsize=9)
+    save(fig, "reward_vs_entropy.png", "Reward vs entropy (fitted law)")
+
+
 def _make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
     import matplotlib.pyplot as plt
 
@@ -472,6 +505,7 @@ def _make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
                 what = "entropy (nats)" if key == "entropy" else "MI(question; label), nats"
                 ax.set_title(f"{lv}: {what} at n={sn.get(lv, '?')} queries per step", fontsize=9)
                 ax.set_xlabel("step", fontsize=8)
+                P.integer_ticks(ax)
                 ax.tick_params(labelsize=7)
         axes[0][0].legend(fontsize=7)
         fig.subplots_adjust(left=0.07, right=0.98, top=0.96, bottom=0.06, hspace=0.6, wspace=0.18)
@@ -529,23 +563,7 @@ def _make_plots(summary: dict[str, Any], out: Path) -> dict[str, str]:
         fig.subplots_adjust(bottom=0.25, left=0.08, right=0.98)
         save(fig, "moves.png", "Reformulation-move distribution")
 
-    with_law = {n: r for n, r in _trend_runs(runs).items() if r["policy"].get("entropy_law_points")}
-    if with_law:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name, r in with_law.items():
-            pts = np.array(r["policy"]["entropy_law_points"], dtype=float)
-            sc = ax.scatter(pts[:, 0], pts[:, 1], s=14, label=name)
-            fit = r["policy"]["entropy_law"]
-            if fit.get("a") is not None and fit.get("b") is not None:
-                hs = np.linspace(0, max(pts[:, 0].max(), 1e-3) * 1.05, 100)
-                ax.plot(hs, M.entropy_law(hs, fit["a"], fit["b"]), color=sc.get_facecolor()[0], lw=1,
-                        label=f"{name}: R=-{fit['a']:.3g}exp(H)+{fit['b']:.3g}")
-        kind = next(iter(with_law.values()))["policy"]["entropy_law"].get("entropy", "")
-        ax.set_xlabel(f"entropy H ({kind})", fontsize=8)
-        ax.set_ylabel("mean reward R", fontsize=8)
-        ax.legend(fontsize=6)
-        ax.set_title("Reward vs entropy with R = -a exp(H) + b", fontsize=9)
-        save(fig, "reward_vs_entropy.png", "Reward vs entropy (fitted law)")
+    _law_plot(runs, plt, save)
 
     with_pass = {n: r for n, r in runs.items() if r["policy"].get("pass_at_k")}
     if with_pass:
@@ -632,7 +650,7 @@ def _h2(title: str, anchor: str, toc: list[tuple[str, str]]) -> str:
 
 def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> str:
     """The report as one self-contained HTML page (images inlined): a table of contents, the verdict, the plots,
-    then every table in an appendix."""
+    then every table in an appendix, collapsed (``<details>``) until opened."""
     toc: list[tuple[str, str]] = []
     body = [_h2("Verdict", "verdict", toc), "<ul>"]
     body += [f"<li>{html.escape(v)}</li>" for v in summary.get("verdict") or []]
@@ -643,25 +661,30 @@ def render_html(summary: dict[str, Any], images: dict[str, str], out: Path) -> s
         data = base64.b64encode((out / fname).read_bytes()).decode("ascii")
         body.append(_h2(title, f"plot-{i}", toc) + f"<img alt='{html.escape(title)}' "
                     f"src='data:image/png;base64,{data}'>")
-    body.append(_h2("Appendix: all figures", "appendix", toc))
+    tables = _tables(summary)
+    toc.append(("appendix", "Appendix: all figures"))
+    # collapsed: the verdict and the plots are the report; the appendix's tables open on a click
+    body.append(f"<details id='appendix'><summary><h2>Appendix: all figures</h2> (definitions and "
+                f"{len(tables)} tables; click to open)</summary>")
     body += [f"<p>{html.escape(p)}</p>" for p in _intro(summary)]
-    body.append(_h2("Definitions", "definitions", toc) + "<ul>" + "".join(
+    body.append("<h2 id='definitions'>Definitions</h2><ul>" + "".join(
         f"<li><b>{html.escape(k)}</b>: {html.escape(v)}</li>" for k, v in _definitions(summary)) + "</ul>")
-    for i, (title, note, header, rows) in enumerate(_tables(summary)):
-        body.append(_h2(title.replace("`", ""), f"table-{i}", toc))
+    for i, (title, note, header, rows) in enumerate(tables):
+        body.append(f"<h2 id='table-{i}'>{html.escape(title.replace('`', ''))}</h2>")
         if note:
             body.append(f"<p class='note'>{html.escape(note)}</p>")
         body.append("<table><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr>")
         for row in rows:
             body.append("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>")
         body.append("</table>")
+    body.append("</details>")
     nav = ("<nav id='toc'><b>Contents</b><ol>" + "".join(
         f"<li><a href='#{a}'>{html.escape(t)}</a></li>" for a, t in toc) + "</ol></nav>")
     head = ["<!doctype html><html><head><meta charset='utf-8'><title>Query-diversity report</title>",
             ("<style>body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}"
              "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:2px 6px;"
              "font-size:12px}th{background:#eee}img{max-width:100%}.note{font-size:12px;color:#444}"
-             "nav{font-size:13px;columns:2}</style></head><body>"),
+             "nav{font-size:13px;columns:2}summary h2{display:inline}summary{cursor:pointer}</style></head><body>"),
             "<h1>Query-diversity report</h1>", nav]
     return "\n".join([*head, *body, "</body></html>"])
 

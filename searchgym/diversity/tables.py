@@ -14,7 +14,7 @@ def _fmt(v: Any) -> str:
     if v is None:
         return "–"
     if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 1e4 else f"{v:.3g}"
+        return f"{round(v, 3) + 0.0:.3f}" if abs(v) < 1e4 else f"{v:.3g}"  # never -0.000
     return str(v)
 
 

@@ -3,7 +3,8 @@
 Over steps (a run with >= 3 steps): the strategy shares per step, the strategy entropy per step at one
 sample size (the smallest step's query count, at most ``N_CAP``) with a CI from a bootstrap over the step's
 episodes, and the change between the first and the last window of steps (each a third of the steps, at
-least one) with a CI from a bootstrap over the windows' episodes. The sentence says squeezed (the CI is
+least one): the mean of those steps' own values (so the numbers add up with the per-step series), with a CI
+from a bootstrap over each step's episodes. Entropies are never printed as ``-0.00``. The sentence says squeezed (the CI is
 below 0), broadened (above 0) or no detectable change, by how much, and onto which strategy.
 
 Between runs: strategy entropy and question-copy rate at equal n, on the shared questions only when the runs
@@ -40,7 +41,7 @@ def _entropy_codes(codes: np.ndarray, k: int) -> float:
         return float("nan")
     p = np.bincount(codes, minlength=k).astype(float)
     p = p[p > 0] / len(codes)
-    return float(-(p * np.log(p)).sum())
+    return max(0.0, float(-(p * np.log(p)).sum()))  # one class: 0.0, not -0.0
 
 
 def _at_n(codes: np.ndarray, n: int, k: int, rng: np.random.Generator, draws: int = 5) -> float:
@@ -108,6 +109,34 @@ def _boot_diff(a: _Eps, b: _Eps, n: int, k: int, *, n_boot: int, seed: int,
     return d, [float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))]
 
 
+def _f(x: float, sign: str = "") -> str:
+    """``x`` to 2 decimals, never ``-0.00`` (a value that rounds to zero prints as 0.00 / +0.00)."""
+    if isinstance(x, float) and math.isnan(x):
+        return "nan"
+    return f"{round(x, 2) + 0.0:{sign}.2f}"
+
+
+def _window_change(eps: dict[int, _Eps], first: list[int], last: list[int], diff: float, n: int, k: int, *,
+                   n_boot: int, seed: int) -> tuple[float, list[float]]:
+    """The change between the mean per-step entropy of the ``last`` and the ``first`` steps (``diff``, the same
+    numbers the per-step series shows) and its 95% CI: a bootstrap over each step's episodes, re-centred."""
+    rng = np.random.default_rng(seed)
+
+    def window_mean(steps: list[int]) -> float:
+        vals = []
+        for s in steps:
+            idx = rng.integers(0, len(eps[s]), len(eps[s]))
+            vals.append(_at_n(eps[s].codes(idx), n, k, rng, draws=1))
+        return float(np.mean(vals))
+
+    r = np.asarray([window_mean(last) - window_mean(first) for _ in range(n_boot)])
+    r = r[np.isfinite(r)]
+    if len(r) < 10:
+        return diff, [float("nan"), float("nan")]
+    r = r - r.mean() + diff
+    return diff, [float(np.quantile(r, 0.025)), float(np.quantile(r, 0.975))]
+
+
 def _word(lo: float, hi: float, *, down: str, up: str, none: str) -> str:
     if math.isnan(lo) or math.isnan(hi):
         return none
@@ -158,9 +187,10 @@ def trend(lab: Any, *, n_boot: int = 200, seed: int = 0, classes: Sequence[str] 
         return _Eps([x for s in ss for x in eps[s].per_ep], [x for s in ss for x in eps[s].copies])
 
     fa, la = window(first_steps), window(last_steps)
-    nw = min(len(fa.codes()), len(la.codes()), N_CAP)
-    h_first, h_last = _at_n(fa.codes(), nw, k, rng), _at_n(la.codes(), nw, k, rng)
-    diff, ci = _boot_diff(fa, la, nw, k, n_boot=n_boot, seed=seed)
+    value = {p["step"]: p["value"] for p in per_step}
+    h_first = float(np.mean([value[s] for s in first_steps]))
+    h_last = float(np.mean([value[s] for s in last_steps]))
+    diff, ci = _window_change(eps, first_steps, last_steps, h_last - h_first, n, k, n_boot=n_boot, seed=seed)
     verdict = _word(ci[0], ci[1], down="squeezed", up="broadened", none="no detectable change")
     # onto what: the class whose share grew most between the windows
     fc, lc = Counter(fa.codes().tolist()), Counter(la.codes().tolist())
@@ -170,15 +200,16 @@ def trend(lab: Any, *, n_boot: int = 200, seed: int = 0, classes: Sequence[str] 
     what = ""
     if top is not None:
         what = (f"{top} {fc.get(code_of[top], 0) / nf:.2f} → {lc.get(code_of[top], 0) / nl:.2f} of queries; ")
-    span = (f"steps {first_steps[0]}–{first_steps[-1]} vs {last_steps[0]}–{last_steps[-1]}"
+    span = (f"mean of steps {first_steps[0]}–{first_steps[-1]} vs {last_steps[0]}–{last_steps[-1]}"
             if w > 1 else f"step {first_steps[0]} vs {last_steps[0]}")
-    sentence = (f"{verdict}: {what}strategy entropy {h_first:.2f} → {h_last:.2f} nats, change {diff:+.2f} "
-                f"[{ci[0]:+.2f}, {ci[1]:+.2f}] ({span}, n = {nw} queries each, 95% bootstrap over episodes)")
+    sentence = (f"{verdict}: {what}strategy entropy {_f(h_first)} → {_f(h_last)} nats, change {_f(diff, '+')} "
+                f"[{_f(ci[0], '+')}, {_f(ci[1], '+')}] ({span}, n = {n} queries per step, 95% bootstrap over "
+                "episodes)")
     mi = _mi_per_step(lab, steps, by_step, n_boot=n_boot, seed=seed)
     return {"steps": [int(s) for s in steps], "n": int(n), "strategy_entropy": per_step, "shares": shares,
             "mi_question": mi,
             "change": {"first": h_first, "last": h_last, "diff": diff, "ci": ci, "first_steps": first_steps,
-                       "last_steps": last_steps, "n": int(nw), "onto": top},
+                       "last_steps": last_steps, "n": int(n), "onto": top},
             "verdict": verdict, "sentence": sentence}
 
 

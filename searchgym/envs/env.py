@@ -11,7 +11,13 @@ import numpy as np
 
 from searchgym.envs.actions import ANSWER, INVALID, SEARCH, ParsedAction, parse_action
 from searchgym.envs.prompts import PassageFormatter, PromptBuilder
-from searchgym.envs.sources import check_dataset_given, resolve_dataset, resolve_retriever
+from searchgym.envs.sources import (
+    WORLD_SPLITS,
+    check_dataset_given,
+    resolve_dataset,
+    resolve_retriever,
+    world_key,
+)
 from searchgym.envs.spaces import UnicodeText
 from searchgym.errors import ConfigError, QueryError, SearchGymError
 from searchgym.rewards import RewardContext, make_reward
@@ -110,7 +116,8 @@ class SearchEnv(gym.Env[str, Any]):
     - ``corpus``: ``None`` (the embedded world), a corpus file (Search-R1 jsonl, ``{id,title,text}`` jsonl,
       parquet), an index directory (``searchgym index build``), or a list of ``Passage``.
     - ``dataset``: ``None`` (the world's ``split``), a world split name (``train``, ``dev``, ``test``,
-      ``shift_phrasing``, ``shift_family``, ``shift_type``), a QA file in any format ``load_qa`` reads, or
+      ``shift_phrasing``, ``shift_family``, ``shift_type``, ``shift_strategy``; ``shift_renamed`` and
+      ``shift_homonym`` in a version-3 world), a QA file in any format ``load_qa`` reads, or
       a list of ``QAExample``. A file needs ``corpus=`` (or a retriever URL/object).
     - ``retriever``: ``"bm25"``, ``"dense"``, ``"hybrid"``, an ``http://`` URL of a ``/retrieve`` server,
       or any object with ``search``/``batch_search``. Default ``None``: BM25 over a corpus, or whatever an
@@ -129,6 +136,9 @@ class SearchEnv(gym.Env[str, Any]):
     - ``cache``: wrap the retriever in a ``CachedRetriever`` (``True`` or a max size).
     - ``shuffle``: shuffle the question order (default True). ``budget_notice``: default True.
     - ``world_seed``: seed of the embedded world (default 0). ``render_mode``: ``None`` or ``"ansi"``.
+    - ``world_version`` / ``world_entities``: generator version and size of the world (default: the embedded
+      world, version 2 with 1,500 entities; version 3 when the split is ``shift_renamed`` or ``shift_homonym``,
+      which only version 3 has). The squeeze experiment's world is version 3 with 4,000 entities.
     - ``record_action_chars``: recorded actions (trajectory steps, the render transcript) are cut to this
       many characters (default 32,768; the full action is still parsed).
 
@@ -173,6 +183,8 @@ class SearchEnv(gym.Env[str, Any]):
         shuffle: bool = True,
         budget_notice: bool = True,
         world_seed: int = 0,
+        world_version: int | None = None,
+        world_entities: int | None = None,
         render_mode: str | None = None,
         record_action_chars: int = MAX_RECORDED_ACTION_CHARS,
     ):
@@ -202,10 +214,12 @@ class SearchEnv(gym.Env[str, Any]):
         self.shuffle = bool(shuffle)
         self.render_mode = render_mode
 
-        self.examples, self.split = resolve_dataset(dataset, split, world_seed)
+        world = world_key(world_seed, world_version, world_entities,
+                          dataset if isinstance(dataset, str) and dataset in WORLD_SPLITS else split)
+        self.examples, self.split = resolve_dataset(dataset, split, world)
         if not self.examples:
             raise ConfigError(f"the dataset {dataset if dataset is not None else split!r} has no questions")
-        self.retriever = resolve_retriever(retriever, corpus, dataset, world_seed, retriever_kwargs, cache)
+        self.retriever = resolve_retriever(retriever, corpus, dataset, world, retriever_kwargs, cache)
         self.reward_fn = make_reward(reward)
         self.prompt = PromptBuilder(prompt_template)
         self.formatter = PassageFormatter(passage_chars, passage_tokens, tokenizer)

@@ -7,6 +7,7 @@ environment in the process: the sub-environments of a vector env, and repeated `
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Sequence
@@ -15,7 +16,8 @@ from typing import Any
 
 from searchgym.errors import ConfigError
 
-WORLD_SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
+V3_SPLITS = ("shift_renamed", "shift_homonym")  # only in worlds of generator version >= 3 (former names)
+WORLD_SPLITS = ("train", "dev", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy", *V3_SPLITS)
 RETRIEVER_KINDS = ("bm25", "dense", "hybrid")
 
 _LOCK = threading.Lock()
@@ -41,10 +43,44 @@ def _file_key(path: str | os.PathLike) -> tuple[str, float, int]:
     return (str(p.resolve()), st.st_mtime, st.st_size)
 
 
-def _world(world_seed: int) -> Any:
-    from searchgym.data import default_world
+def world_key(seed: int = 0, version: int | None = None, n_entities: int | None = None,
+              split: Any = None) -> tuple[int, int, int]:
+    """``(seed, generator version, n_entities)`` of the world an env reads. No version: the embedded default
+    (version 2), or version 3 when ``split`` is a split only version 3 has (``shift_renamed``,
+    ``shift_homonym``). No ``n_entities``: the embedded default size."""
+    from searchgym.data.world.world import DEFAULT_N_ENTITIES, GENERATOR_VERSION, VERSIONS
 
-    return default_world(seed=world_seed)
+    if version is None:
+        version = 3 if isinstance(split, str) and split in V3_SPLITS else GENERATOR_VERSION
+    if version not in VERSIONS:
+        raise ConfigError(f"world_version must be one of {list(VERSIONS)}, got {version!r}")
+    n = DEFAULT_N_ENTITIES if n_entities is None else n_entities
+    if not isinstance(n, int) or isinstance(n, bool) or n < 50:
+        raise ConfigError(f"world_entities must be an integer >= 50, got {n_entities!r}")
+    return (int(seed), int(version), n)
+
+
+def _as_key(world: int | tuple[int, int, int]) -> tuple[int, int, int]:
+    return world if isinstance(world, tuple) else world_key(world)
+
+
+@functools.lru_cache(maxsize=4)
+def _generated(key: tuple[int, int, int]) -> Any:
+    from searchgym.data import World
+
+    seed, version, n = key
+    return World.generate(seed=seed, n_entities=n, version=version)
+
+
+def _world(world: int | tuple[int, int, int]) -> Any:
+    """The embedded default world (memoised in ``default_world``) or another generated one."""
+    from searchgym.data import default_world
+    from searchgym.data.world.world import DEFAULT_N_ENTITIES, GENERATOR_VERSION
+
+    seed, version, n = _as_key(world)
+    if (version, n) == (GENERATOR_VERSION, DEFAULT_N_ENTITIES):
+        return default_world(seed=seed)
+    return _generated((seed, version, n))
 
 
 def _is_url(x: Any) -> bool:
@@ -71,13 +107,13 @@ def check_dataset_given(kwargs: dict[str, Any]) -> None:
         "purpose.")
 
 
-def resolve_dataset(dataset: Any, split: str, world_seed: int) -> tuple[list[Any], str]:
+def resolve_dataset(dataset: Any, split: str, world_seed: int | tuple[int, int, int]) -> tuple[list[Any], str]:
     """Return ``(examples, split_label)``. ``dataset`` is None (the world's ``split``), a world split name,
-    a file any QA loader reads, or a sequence of QAExample."""
+    a file any QA loader reads, or a sequence of QAExample. ``world_seed``: a seed or a :func:`world_key`."""
     if dataset is None:
         dataset = split
     if isinstance(dataset, str) and dataset in WORLD_SPLITS and not os.path.exists(dataset):
-        key = ("world", world_seed, dataset)
+        key = ("world", _as_key(world_seed), dataset)
         with _LOCK:
             if key not in _DATASETS:
                 _DATASETS[key] = list(_world(world_seed).split(dataset))
@@ -106,17 +142,21 @@ def _build(kind: str, passages: Sequence[Any], kw: dict[str, Any]) -> Any:
     return build_retriever(passages, kind=kind, **kw)
 
 
-def _build_world(kind: str, world_seed: int, kw: dict[str, Any]) -> Any:
+def _build_world(kind: str, world_seed: int | tuple[int, int, int], kw: dict[str, Any]) -> Any:
     """A retriever over the embedded world; its dense embeddings come from the on-disk cache
     (``$SEARCHGYM_CACHE``, default ``~/.cache/searchgym``), so only the first process ever encodes the world."""
     world = _world(world_seed)
     if kind in ("dense", "hybrid") and kw.get("embeddings") is None:
-        from searchgym.data.world.world import GENERATOR_VERSION
+        from searchgym.data.world.world import DEFAULT_N_ENTITIES
         from searchgym.retrieval.dense import DEFAULT_MODEL, cached_embeddings
 
+        seed, version, n = _as_key(world_seed)
+        cache_key: dict[str, Any] = {"world_seed": seed, "generator_version": version}
+        if n != DEFAULT_N_ENTITIES:
+            cache_key["n_entities"] = n
         kw = dict(kw)
         kw["embeddings"] = cached_embeddings(
-            world.passages, key={"world_seed": world_seed, "generator_version": GENERATOR_VERSION},
+            world.passages, key=cache_key,
             model=kw.get("model", DEFAULT_MODEL), batch_size=kw.get("batch_size", 64),
             device=kw.get("device", "cpu"), show_progress=kw.get("show_progress", False))
     return _build(kind, world.passages, kw)
@@ -164,12 +204,13 @@ def _from_remote(spec: str, kw: dict[str, Any], cache: bool | int) -> Any:
     return _memo(("url", spec, _freeze(kw), _freeze(cache)), build, cache)
 
 
-def _from_world(retriever: str, dataset: Any, world_seed: int, kw: dict[str, Any], cache: bool | int) -> Any:
+def _from_world(retriever: str, dataset: Any, world_seed: int | tuple[int, int, int], kw: dict[str, Any],
+                cache: bool | int) -> Any:
     if dataset is not None and not (isinstance(dataset, str) and dataset in WORLD_SPLITS):
         raise ConfigError("dataset= names a file or a list of examples but no corpus= was given; pass the "
                           "corpus its questions are about (a corpus file or an index directory), or a "
                           "retriever URL/object")
-    return _memo(("world", world_seed, retriever, _freeze(kw), _freeze(cache)),
+    return _memo(("world", _as_key(world_seed), retriever, _freeze(kw), _freeze(cache)),
                  lambda: _build_world(retriever, world_seed, kw), cache)
 
 
@@ -201,7 +242,7 @@ def _from_passages(retriever: str, corpus: Sequence[Any], kw: dict[str, Any], ca
                  lambda: _build(retriever, passages, kw), cache)
 
 
-def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int,
+def resolve_retriever(retriever: Any, corpus: Any, dataset: Any, world_seed: int | tuple[int, int, int],
                       retriever_kwargs: dict[str, Any] | None = None, cache: bool | int = False) -> Any:
     """Return a Retriever for the given inputs (shared with other environments built from the same ones).
 

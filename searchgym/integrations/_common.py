@@ -134,13 +134,17 @@ def new_tracker(titles: Iterable[str] = (), levels: Sequence[str] = ("string", "
     return DiversityTracker(levels=tuple(levels), titles=titles, log_dir=log_dir, tensorboard=False)
 
 
-def diversity_figures(tracker: Any, step: int, trajectories: Sequence[Any]) -> dict[str, float]:
-    """Feed one batch of trajectories to the tracker; return its finite ``diversity/*`` figures."""
+def diversity_figures(tracker: Any, step: int, trajectories: Sequence[Any],
+                      which: str | Sequence[str] = "default") -> dict[str, float]:
+    """Feed one batch of trajectories to the tracker; return its finite ``diversity/*`` figures: the default
+    dozen (:data:`searchgym.diversity.keys.DEFAULT_KEYS`), ``"all"`` or the listed keys / prefixes."""
+    from searchgym.diversity.keys import select
+
     if not trajectories:
         return {}
     metrics = tracker.update(int(step), list(trajectories))
-    return {k: float(v) for k, v in metrics.items()
-            if k.startswith("diversity/") and isinstance(v, (int, float)) and math.isfinite(v)}
+    return select({k: float(v) for k, v in metrics.items()
+                   if k.startswith("diversity/") and isinstance(v, (int, float)) and math.isfinite(v)}, which)
 
 
 def _first(row: Mapping[str, Any], *keys: str) -> Any:

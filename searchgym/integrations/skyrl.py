@@ -65,7 +65,12 @@ def _config_dict(cfg: Any) -> dict[str, Any]:
 
 
 class SearchgymTextEnv(BaseTextEnv):
-    """One searchgym episode per SkyRL trajectory (``env_config`` keys are ``SearchEnv`` arguments)."""
+    """One searchgym episode per SkyRL trajectory (``env_config`` keys are ``SearchEnv`` arguments).
+
+    ``aggregate_metrics`` adds the default dozen ``diversity/*`` figures (``docs/metrics.md``); set the class
+    attribute ``diversity_metrics = "all"`` (or a list of keys and prefixes) for more."""
+
+    diversity_metrics: str | tuple[str, ...] = "default"
 
     def __init__(self, env_config: Any = None, extras: Mapping[str, Any] | None = None):
         super().__init__()
@@ -120,7 +125,7 @@ class SearchgymTextEnv(BaseTextEnv):
 
         out: dict[str, Any] = default_aggregate_metrics(metrics)
         trajs = [m["trajectory"] for m in metrics if isinstance(m.get("trajectory"), Mapping)]
-        out.update(diversity_figures(new_tracker(world_titles(None)), 0, trajs))
+        out.update(diversity_figures(new_tracker(world_titles(None)), 0, trajs, SearchgymTextEnv.diversity_metrics))
         return out
 
 

@@ -184,13 +184,19 @@ def make_dataset(split: str = "train", n: int | None = None, corpus: Any = None,
 
 
 def diversity_reward(tracker: Any = None, *, titles: Iterable[str] | None = None,
-                     levels: Sequence[str] = ("string", "slot"), log_dir: Any = None) -> Callable[..., list[float]]:
+                     levels: Sequence[str] = ("string", "slot"), log_dir: Any = None,
+                     diversity_metrics: str | Sequence[str] = "default") -> Callable[..., list[float]]:
     """A reward function that scores 0 and logs the batch's query diversity as ``diversity/*``.
 
     Each call feeds the episodes of the batch (the groups of GRPO rollouts of each question) to a
-    :class:`~searchgym.diversity.DiversityTracker` and logs its figures through TRL's ``log_metric``.
+    :class:`~searchgym.diversity.DiversityTracker` and logs its figures through TRL's ``log_metric``:
+    the default dozen (``docs/metrics.md``), or every figure with ``diversity_metrics="all"`` (or a list of
+    keys and prefixes). The tracker's ``log_dir`` (when given) always gets every figure.
     Give it weight 0 in ``GRPOConfig.reward_weights`` (it returns zeros either way).
     """
+    from searchgym.diversity.keys import select
+
+    select({}, diversity_metrics)  # a bad value fails here, not at the first logging step
     if tracker is None:
         tracker = new_tracker(world_titles(None) if titles is None else titles, levels, log_dir)
     calls = [0]
@@ -201,7 +207,7 @@ def diversity_reward(tracker: Any = None, *, titles: Iterable[str] | None = None
         envs = [e for e in (environments or ()) if isinstance(e, SearchgymToolEnv) and e.env.example is not None]
         step = int(getattr(trainer_state, "global_step", calls[0]))
         calls[0] += 1
-        figures = diversity_figures(tracker, step, [e.trajectory for e in envs])
+        figures = diversity_figures(tracker, step, [e.trajectory for e in envs], diversity_metrics)
         if log_metric is not None:
             for name, value in figures.items():
                 log_metric(name, value)

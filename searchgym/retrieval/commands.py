@@ -84,7 +84,7 @@ def index_build(
         _fail(exc)
     Console().print(f"[green]built[/] {path}: {info['n_passages']:,} passages, backends "
                     f"{', '.join(info['backends'])}, {info['build_seconds']:.1f} s, "
-                    f"{info['total_bytes'] / 1e6:.1f} MB")
+                    f"{info['total_bytes'] / 1e6:.2f} MB")  # as `index info` says it
 
 
 def index_info_cmd(

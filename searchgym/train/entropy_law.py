@@ -3,7 +3,7 @@
 
 The law is stated for runs *without* an entropy intervention (no KL, no entropy bonus); ``b - a`` is the
 predicted reward once entropy is exhausted (H = 0). :func:`fit_entropy_law` never raises: degenerate input
-(fewer than 4 usable points, constant H, non-finite values, a fit that does not converge) gives
+(fewer than 5 usable points, constant H, non-finite values, a fit that does not converge) gives
 ``ok=False`` with the reason, and the fitted numbers are None.
 
 (:func:`searchgym.diversity.metrics.fit_entropy_law` solves the same model by linear least squares for the
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-MIN_POINTS = 4
+MIN_POINTS = 5  # a two-parameter curve through 3 or 4 steps says nothing (issue 35)
 
 
 def entropy_law(h: Any, a: float, b: float) -> Any:

@@ -150,8 +150,9 @@ class World:
 
     def split(self, name: str) -> list[QAExample]:
         if name not in self._splits:
+            hint = (" (it exists in worlds of generator version 3: world_version=3)" if name in SPLITS_V3 else "")
             raise ConfigError(f"unknown split {name!r}; the world (version {self.version}) has "
-                              f"{', '.join(self._splits)}")
+                              f"{', '.join(self._splits)}{hint}")
         return self._splits[name]
 
     @property
