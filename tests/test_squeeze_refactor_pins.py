@@ -46,7 +46,11 @@ def test_lm_run_gives_the_recorded_figures(tmp_path, one_thread):
 
     from searchgym.experiments.squeeze import experiment as sq
 
-    s = sq.run(_tiny_cfg(tmp_path / "run", arms=("sft", "grpo"), jobs=1), log=lambda _: None)
+    logs: list[str] = []
+    s = sq.run(_tiny_cfg(tmp_path / "run", arms=("sft", "grpo"), jobs=1), log=logs.append)
+    from test_squeeze_progress import assert_monotone_stages
+
+    assert_monotone_stages(logs)
     pins = PINS["lm"]
     for arm, pin in pins["summary_arms"].items():
         got = json.loads(json.dumps({k: s["arms"][arm][k] for k in pin}))
