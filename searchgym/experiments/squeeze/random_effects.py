@@ -109,6 +109,14 @@ def random_effects_block(summaries: list[dict[str, Any]], arm: str = "grpo", bas
             "k_worlds": len(set(worlds)), "starts_per_world": starts, "endpoints": per}
 
 
+def headline_random_effects(summaries: list[dict[str, Any]], arms: list[str], base: str = "sft") -> dict[str, Any]:
+    """The multi-world block's ``random_effects`` (per pooled arm, :func:`random_effects_block`) and
+    ``primary_endpoints`` (the names fixed in advance)."""
+    return {"random_effects": {arm: random_effects_block([s for s in summaries if arm in s.get("arms", {})], arm,
+                                                         base) for arm in arms},
+            "primary_endpoints": {"primary": PRIMARY_ENDPOINT, "primary_cost": PRIMARY_COST_ENDPOINT}}
+
+
 def random_effects_lines(block: dict[str, Any]) -> list[str]:
     """Markdown table rows of a :func:`random_effects_block` (estimate, DL interval, HKSJ interval, τ², k)."""
     head = (f"| {block['arm']} − {block['base']} (worlds as random effects) | estimate | 95% CI (DL, t on k−1 df) "
