@@ -37,14 +37,14 @@ def rarefied_entropy(labels: list[str], n: int, *, seed: int, draws: int = 50) -
 
 
 def split_measures(episodes: list[Any], templater: Any, *, seed: int, examples: list[Any] | None = None,
-                   n: int = TEMPLATE_RAREFY_N) -> dict[str, Any]:
+                   n: int = TEMPLATE_RAREFY_N, labels: Any = None) -> dict[str, Any]:
     """``template_entropy_rarefied`` (slot templates of every query), ``template_entropy_rarefied_no_copy``
     (without the queries that copy the question), ``copy_rate`` and ``template_rarefy_n``; with ``examples``
     (each episode's question, in order) on a rename split, ``rename_follow_rate``: the share of episodes with a
     query that names the entity the former name was given to (``metadata['renamed_to']``)."""
     from searchgym.diversity.core import label_episodes
 
-    lab = label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
+    lab = labels or label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
     slots, copies = lab.levels["slot"], lab.copies
     out: dict[str, Any] = {
         "template_entropy_rarefied": rarefied_entropy(slots, n, seed=seed),

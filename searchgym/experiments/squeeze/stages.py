@@ -212,7 +212,7 @@ RAREFY_N = 128  # queries behind the rarefied plug-in strategy entropy: one n fo
 
 
 def strategy_entropies(episodes: list[Any], groups: list[int], templater: Any, *, seed: int,
-                       n: int = RAREFY_N, draws: int = 50) -> dict[str, Any]:
+                       n: int = RAREFY_N, draws: int = 50, labels: Any = None) -> dict[str, Any]:
     """The two strategy-entropy quantities under distinct names (issue 21 §6), from the analysis core's
     per-query strategy classes: ``strategy_entropy_rarefied`` (plug-in entropy of the classes pooled over
     episodes, rarefied: the mean over ``draws`` subsamples of ``n`` queries without replacement, so arms whose
@@ -220,7 +220,7 @@ def strategy_entropies(episodes: list[Any], groups: list[int], templater: Any, *
     entropy of each question's own samples' classes, averaged over questions)."""
     from searchgym.diversity.core import label_episodes
 
-    lab = label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
+    lab = labels or label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
     labels = np.asarray(lab.strategy)
 
     def h(xs: np.ndarray) -> float:
@@ -250,7 +250,7 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     import torch
 
     from searchgym.diversity import Templater, mean_pass_at_k
-    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory
+    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory, label_episodes
     from searchgym.experiments.squeeze.endpoints import RENAME_SPLITS, split_measures
     from searchgym.train.rollout import LMPolicy
     from searchgym.trajectory import write_trajectories
@@ -285,8 +285,9 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
                               rewards=[e.reward for e in eps])
         slot, string = st.levels.get("slot"), st.levels.get("string")
         d_eps = [episode_from_trajectory(e.trajectory) for e in eps]
-        ent2 = strategy_entropies(d_eps, [e.group for e in eps], templater, seed=seed)
-        ent2.update(split_measures(d_eps, templater, seed=seed,  # issue 31's endpoints (endpoints.py)
+        lab = label_episodes(d_eps, templater=templater, levels=("slot",), group_by_step=False)
+        ent2 = strategy_entropies(d_eps, [e.group for e in eps], templater, seed=seed, labels=lab)
+        ent2.update(split_measures(d_eps, templater, seed=seed, labels=lab,  # issue 31's endpoints
                                    examples=[exs[idx[e.group]] for e in eps] if split in RENAME_SPLITS else None))
         res[split] = {
             "success": float(np.mean([e.em for e in eps])),
