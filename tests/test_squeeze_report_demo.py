@@ -80,3 +80,20 @@ def test_the_quoted_full_run_finding_is_what_the_results_give():
             for d in (e["train_success"], e["slot_entropy"], e["strategy_entropy_rarefied"], e["test_success"])]
     want[-1] = want[-1].replace("−0.000 ", "+0.000 ")
     assert quoted == want
+
+
+def test_the_endpoints_table_and_the_floor_line():
+    from searchgym.experiments.squeeze.report import _floor_line, endpoints_table
+
+    s = {"start": {"template_entropy_rarefied": 3.1, "copy_rate": 0.16, "rename_follow_rate": {"shift_homonym": 0.0}},
+         "shift_floor": {"shift_type": {"start": 0.09, "cannot_show_loss": True},
+                         "shift_homonym": {"start": 0.6, "cannot_show_loss": False}},
+         "arms": {"grpo": {"label": "GRPO", "kl_to_start": {"mean": [0.0, 0.2]},
+                           "train_success_change": {"mean": -0.02, "ci": [-0.05, 0.01]},
+                           "template_entropy_rarefied": {"mean": 2.9}, "template_entropy_rarefied_no_copy": {"mean": 2.8},
+                           "copy_rate": {"mean": 0.04}, "rename_follow_rate": {"shift_homonym": {"mean": 0.0}}}}}
+    rows = endpoints_table(s)
+    assert rows[2].startswith("| SFT start | 0 |") and rows[3] == (
+        "| GRPO | 0.200 | -0.020 [-0.050, 0.010] | 2.900 | 2.800 | 0.040 | 0.000 |")
+    assert _floor_line(s) == ["- Cannot show a loss (the SFT start's success is under 0.2): shift_type (0.090)."]
+    assert endpoints_table({"start": {}, "arms": {"x": {"label": "X"}}}) == []

@@ -170,6 +170,7 @@ def findings_text(summary: dict[str, Any]) -> list[str]:
                    + (f" (not: {', '.join(no)})." if no else "."))
     out.extend(comparison_lines(summary))
     out.extend(_shift_finding(summary))
+    out.extend(_floor_line(summary))
     out.extend(_dose_lines(summary))
     out.extend(_gate_line(summary))
     return out
@@ -232,6 +233,41 @@ def _shift_finding(summary: dict[str, Any]) -> list[str]:
         line += (" All are near the floor: this model barely transfers to held-out phrasings, families and entity "
                  "types, so differences between arms here are a few questions, not a finding.")
     return [line]
+
+
+def _floor_line(summary: dict[str, Any]) -> list[str]:
+    """The shift splits whose start is under 0.2: they cannot show a loss (issue 31 §3)."""
+    fl = summary.get("shift_floor") or {}
+    low = [f"{sp} ({_f(v['start'])})" for sp, v in fl.items() if v.get("cannot_show_loss")]
+    if not low:
+        return []
+    return [f"- Cannot show a loss (the SFT start's success is under 0.2): {', '.join(low)}."]
+
+
+def endpoints_table(summary: dict[str, Any]) -> list[str]:
+    """Per arm, the endpoints fixed in advance beside the primary one (endpoints.py)."""
+    arms = {a: b for a, b in summary["arms"].items() if "train_success_change" in b}
+    if not arms:
+        return []
+    st = summary["start"]
+
+    def kl_last(b: dict[str, Any]) -> str:
+        ks = [k for k in ((b.get("kl_to_start") or {}).get("mean") or []) if k is not None]
+        return _f(ks[-1]) if ks else "–"
+
+    def rf(d: Any) -> str:
+        return _f(d.get("mean") if isinstance(d, dict) else d)
+
+    lines = [("| arm | KL to start (last step) | train success − start | template entropy, rarefied | without "
+             "copy-question queries | copy rate | follows the rename (shift_homonym) |"), "|---|---|---|---|---|---|---|",
+             (f"| SFT start | 0 | – | {_f(st.get('template_entropy_rarefied'))} | "
+             f"{_f(st.get('template_entropy_rarefied_no_copy'))} | {_f(st.get('copy_rate'))} | "
+             f"{rf((st.get('rename_follow_rate') or {}).get('shift_homonym'))} |")]
+    for b in arms.values():
+        lines.append(f"| {b['label']} | {kl_last(b)} | {_ms_ci(b['train_success_change'])} | "
+                     f"{_ms_ci(b['template_entropy_rarefied'])} | {_ms_ci(b['template_entropy_rarefied_no_copy'])} | "
+                     f"{_ms_ci(b['copy_rate'])} | {rf((b.get('rename_follow_rate') or {}).get('shift_homonym'))} |")
+    return lines
 
 
 def _gate_warning(summary: dict[str, Any]) -> list[str]:
@@ -434,6 +470,8 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
         *_gate_warning(summary),
         *headline_table(summary),
         "",
+        *(["Endpoints fixed in advance (docs/squeeze.md), per arm (mean [95% CI over seeds]):", "",
+           *endpoints_table(summary), ""] if endpoints_table(summary) else []),
         *findings_text(summary),
         *_random_effects_section(worlds),
         *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),
