@@ -45,11 +45,29 @@ def pool_success(ctx: Any, model_dir: Path, questions: int, samples: int, seed: 
     return float(np.mean([e.em for e in eps]))
 
 
+def run_comparator(ctx: Any, arm: str, seed: int, start: Path, d: Path, questions: int, samples: int,
+                   s0: float) -> dict[str, Any]:
+    """The comparator arm (``sft``: continued SFT for as many optimizer steps as GRPO; ``sft_kl``: continued SFT
+    at matched KL) from ``start`` with ``seed``: its train-pool success, change and final KL to the start."""
+    from searchgym.experiments.squeeze.controls import run_sft_control
+    from searchgym.experiments.squeeze.stages import run_sft_arm
+
+    t0 = time.time()
+    hist = run_sft_arm(ctx, seed, start, d) if arm == "sft" else run_sft_control(ctx, arm, seed, start, d)
+    s1 = pool_success(ctx, d / "final_model", questions, samples)
+    kls = [r.get("charts/kl_to_start") for r in hist if r.get("charts/kl_to_start") is not None]
+    return {"arm": arm, "success": s1, "success_change": s1 - s0, "kl_last": kls[-1] if kls else None,
+            "steps": len(hist), "seconds": time.time() - t0}
+
+
 def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 128,
-               samples: int = 2, seeds: tuple[int, ...] = (1,), json_path: Path | None = None) -> dict[str, Any]:
+               samples: int = 2, seeds: tuple[int, ...] = (1,), json_path: Path | None = None,
+               comparator: str | None = None) -> dict[str, Any]:
     """GRPO at each learning rate from ``start``, once per seed; returns per lr each seed's per-step rows and move
     criterion (``runs``), and across seeds: the per-step mean (``rows``), the mean success change and final KL,
-    their ranges, ``moved`` (the criterion on the means) and ``moved_seeds`` (seeds that moved on their own)."""
+    their ranges, ``moved`` (the criterion on the means) and ``moved_seeds`` (seeds that moved on their own).
+    With ``comparator`` (``sft`` or ``sft_kl``), each seed also runs that arm from the same start (the RL steps
+    of this lr) and records GRPO − comparator on train-pool success (``vs_comparator``, a t-interval over seeds)."""
     from searchgym.experiments.squeeze.stages import run_rl_arm
 
     cfg = ctx.cfg
@@ -71,12 +89,34 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
                          "seconds": time.time() - t0})
             print(f"lr {lr:g} seed {seed}: success {s0:.3f} -> {s1:.3f}, final KL {kl_last} "
                   f"({time.time() - t0:.0f}s)", flush=True)
+            if comparator:
+                c = run_comparator(ctx, comparator, seed, start, d.with_name(f"{d.name}-{comparator}"), questions,
+                                   samples, s0)
+                runs[-1]["comparator"] = c
+                print(f"lr {lr:g} seed {seed} {comparator}: success {s0:.3f} -> {c['success']:.3f}, final KL "
+                      f"{c['kl_last']}; GRPO − {comparator} {s1 - c['success']:+.3f} ({c['seconds']:.0f}s)", flush=True)
         res["lrs"][f"{lr:g}"] = _across_seeds(runs)
+        if comparator:
+            res["lrs"][f"{lr:g}"]["vs_comparator"] = _vs_comparator(runs, comparator)
         if json_path is not None:  # what finished survives an interrupted sweep
             json_path.write_text(json.dumps(res, indent=1))
     moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
     res["dose_lr"] = min(moved) if moved else None
     return res
+
+
+def _vs_comparator(runs: list[dict[str, Any]], arm: str) -> dict[str, Any]:
+    """GRPO − comparator train-pool success per seed (same seed, same start), its mean and 95% t-interval."""
+    import math
+
+    d = [r["success"] - r["comparator"]["success"] for r in runs]
+    out: dict[str, Any] = {"arm": arm, "diffs": d, "mean": float(np.mean(d)), "ci": None, "n_seeds": len(d)}
+    if len(d) >= 2:
+        from scipy.stats import t
+
+        h = float(t.ppf(0.975, len(d) - 1)) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
+        out["ci"] = [out["mean"] - h, out["mean"] + h]
+    return out
 
 
 def _moved(success_change: float | None, kl_last: float | None) -> bool:
@@ -158,6 +198,9 @@ def main() -> None:
     ap.add_argument("--out", default="runs/dose")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None, help="write the per-step curves to this PNG")
+    ap.add_argument("--comparator", choices=("sft", "sft_kl"), default=None,
+                    help="also run this arm per seed from the same start (sft: continued SFT, as many optimizer "
+                         "steps; sft_kl: continued SFT at matched KL) and report GRPO − it on train-pool success")
     a = ap.parse_args()
 
     import torch
@@ -176,13 +219,18 @@ def main() -> None:
         start, _ = build_start(ctx, out, print)
     res = dose_sweep(ctx, start, [float(x) for x in a.lrs.split(",")], a.steps, out, questions=a.questions,
                      samples=a.samples, seeds=tuple(int(x) for x in a.seeds.split(",")),
-                     json_path=Path(a.json) if a.json else None)
+                     json_path=Path(a.json) if a.json else None, comparator=a.comparator)
     print(f"\nSFT start: train-pool success {res['start_success']:.3f} ({a.questions} questions x {a.samples})")
     for lr, v in res["lrs"].items():
         sr, kr = v["success_change_range"], v["kl_last_range"] or [None, None]
         print(f"\nlr {lr}, {v['n_seeds']} seed(s): success {v['success']:.3f} ({v['success_change']:+.3f}, range "
               f"{sr[0]:+.3f} to {sr[1]:+.3f}), final KL to start {_f(v['kl_last'])} (range {_f(kr[0])} to "
               f"{_f(kr[1])}), moved: {v['moved']} ({v['moved_seeds']}/{v['n_seeds']} seeds; {v['seconds']:.0f} s)\n")
+        vc = v.get("vs_comparator")
+        if vc:
+            ci = f" [{vc['ci'][0]:+.3f}, {vc['ci'][1]:+.3f}]" if vc["ci"] else " (one seed: no interval)"
+            print(f"GRPO − {vc['arm']} on train-pool success: {vc['mean']:+.3f}{ci} over {vc['n_seeds']} seed(s); "
+                  "per seed " + ", ".join(f"{x:+.3f}" for x in vc["diffs"]) + "\n")
         print("(per-step means over the seeds)")
         print("| step | reward | KL to start | H reasoning | H query | H answer | forking share |")
         print("|---:|---:|---:|---:|---:|---:|---:|")

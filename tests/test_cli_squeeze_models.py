@@ -41,9 +41,11 @@ def squeeze_run(tmp_path_factory):
 
 def test_each_stage_label_is_printed_once(squeeze_run):
     _, logs = squeeze_run
-    labels = Counter(m.group(0) for line in logs if (m := re.match(r"\[\d/6\]", line)))
-    assert set(labels) == {f"[{i}/6]" for i in range(7)}  # [0/6]: the strategy-policy stage
-    assert all(c == 1 for c in labels.values()), labels
+    from test_squeeze_progress import assert_monotone_stages
+
+    seen = assert_monotone_stages(logs)  # [1/N], [2/N], ... in order, each once (issue 35 §3)
+    labels = Counter(m.group(0) for line in logs if (m := re.match(r"\[\d+/\d+\]", line)))
+    assert len(seen) == 8 and all(c == 1 for c in labels.values()), labels  # strategy policy ... report
 
 
 def test_squeeze_models_carry_their_prompt_and_rollout_uses_it(squeeze_run, tmp_path):

@@ -124,7 +124,10 @@ def test_cli_headline_pools_the_listed_worlds_into_readme_and_docs(tmp_path):
     block = json.loads((out / "worlds.json").read_text())
     assert block["worlds"] == [0, 1]
     head = readme.read_text().split(README_BEGIN)[1].split(README_END)[0].strip().splitlines()
-    assert len(head) <= 8 and any(ln.startswith("- LM on world seeds 0, 1") for ln in head)
+    # the headline's intervals: worlds as random effects (issue 31 §5), reward first
+    assert len(head) <= 8 and head[1].startswith("- LM, GRPO − continued SFT with worlds 0, 1 as random effects")
+    assert block["primary_endpoints"]["primary"] == "strategy_entropy_rarefied"
+    assert block["random_effects"]["grpo"]["k_worlds"] == 2 and "**Worlds as random effects**" in docs.read_text()
     assert "**Across world seeds 0, 1**" in docs.read_text()
     bad = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out), "--worlds", str(tmp_path / "nope")])
     assert bad.exit_code == 2 and "summary.json" in bad.output

@@ -14,7 +14,19 @@ import typer
 def _arms(value: str | None) -> tuple[str, ...] | None:
     if not value:
         return None
+    if value.strip() == "all":
+        from searchgym.experiments.squeeze.config import ARM_LABELS
+
+        return tuple(ARM_LABELS)
     return tuple(a.strip() for a in value.split(",") if a.strip())
+
+
+def _arms_help() -> str:
+    """The --arms help: every arm, comma and space separated so the help wraps it instead of cutting it."""
+    from searchgym.experiments.squeeze.config import ARM_LABELS
+
+    return ("Comma-separated LM arms, or 'all': " + ", ".join(ARM_LABELS) + ". The controls of issue 31: sft_kl "
+            "(continued SFT at matched KL), rs_sft (rejection-sampling SFT), grpo_shuffled, grpo_positive.")
 
 
 def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
@@ -49,9 +61,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
         stop_on_failed_gate: bool = typer.Option(False, "--stop-on-failed-gate", help="When the SFT start fails "
                                                  "the competence gate, stop before the arms (exit code 3) instead "
                                                  "of running them for findings the report marks unusable."),
-        arms: str = typer.Option(None, "--arms", help="Comma-separated arms: sft,grpo,grpo_kl,grpo_klcov,"
-                                                      "grpo_clipcov,grpo_ent,grpo_darling,grpo_count,grpo_sft_refresh,"
-                                                      "grpo_critique,rloo,ppo"),
+        arms: str = typer.Option(None, "--arms", help=_arms_help()),
         steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
         minibatches: int = typer.Option(None, "--minibatches", help="Optimizer steps (mini-batches) per rollout "
                                                                     "batch in every RL arm (default 4; 1 = the "

@@ -33,7 +33,13 @@ ARM_LABELS = {
     "grpo_critique": "GRPO + critique (Critique-GRPO refinements)",
     "rloo": "RLOO",
     "ppo": "PPO-clip",
+    # the controls that make a squeeze RL's (issue 31 §2; controls.py)
+    "sft_kl": "SFT (continued, at matched KL to the start)",
+    "rs_sft": "Rejection-sampling SFT (own successes)",
+    "grpo_shuffled": "GRPO, shuffled rewards",
+    "grpo_positive": "GRPO, positive control (pays one template)",
 }
+SFT_ARMS = ("sft", "sft_kl", "rs_sft")  # arms that are not trained by train_rl
 
 
 @dataclass
@@ -80,6 +86,9 @@ class SqueezeConfig:
     #                                       the ratio pi/pi_old is exactly 1 and Clip-Cov/KL-Cov/PPO-clip never act
     sft_arm_steps_per_step: int | None = None  # continued-SFT optimizer steps per tracked step (None: the RL
     #                                       arms' optimizer steps per rollout batch, so compute is matched)
+    kl_target: float = 0.3                # sft_kl: stop once the KL to the SFT start reaches this (GRPO's at the
+    #                                       shipped dose: 0.27-0.36 at step 20 on worlds 0, 1, 5)
+    sft_kl_max_factor: int = 3            # ... or after this many times the RL arms' steps
     kl_coef: float = 0.05                 # grpo_kl: coefficient of KL(pi || SFT start) (low-variance k3)
     count_coef: float = 0.5               # grpo_count: bonus scale c in r + c*min(1, 1/sqrt(N(question, templates)))
     refresh_every: int = 5                # grpo_sft_refresh: SFT steps on demonstrations every N RL steps
@@ -164,6 +173,19 @@ class SqueezeConfig:
         return base
 
     def validate(self) -> None:
+        self._validate_arms()
+        self._validate_strategy()
+        if self.passk_max < 0 or self.passk_questions < 1 or self.passk_seeds < 0:
+            raise ConfigError(f"--passk-max must be >= 0, passk_questions >= 1 and passk_seeds >= 0, got "
+                              f"{self.passk_max}, {self.passk_questions}, {self.passk_seeds}")
+        self.rl.validate()
+        self.sft.validate()
+        self.pretrain.validate()
+        for arm in self.arms:
+            if arm not in SFT_ARMS:
+                self.arm_args(arm, 1).validate()
+
+    def _validate_arms(self) -> None:
         bad = [a for a in self.arms if a not in ARM_LABELS]
         if bad:
             raise ConfigError(f"unknown arm(s) {bad}; choose from {sorted(ARM_LABELS)}")
@@ -196,6 +218,11 @@ class SqueezeConfig:
                               f"{self.refresh_steps}")
         if self.kl_coef <= 0 and "grpo_kl" in self.arms:
             raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
+        if self.kl_target <= 0 or self.sft_kl_max_factor < 1:
+            raise ConfigError(f"kl_target must be > 0 and sft_kl_max_factor >= 1, got {self.kl_target}, "
+                              f"{self.sft_kl_max_factor}")
+
+    def _validate_strategy(self) -> None:
         if self.strategy_seeds < 0:
             raise ConfigError(f"--strategy-seeds must be >= 0 (0 disables the stage), got {self.strategy_seeds}")
         if self.strategy_seeds:
@@ -214,15 +241,6 @@ class SqueezeConfig:
                 raise ConfigError(f"contextual_arms: unknown arm(s) {bad}; choose from {list(ALL_ARMS)}")
             if self.strategy_steps < 1:
                 raise ConfigError(f"--strategy-steps must be >= 1, got {self.strategy_steps}")
-        if self.passk_max < 0 or self.passk_questions < 1 or self.passk_seeds < 0:
-            raise ConfigError(f"--passk-max must be >= 0, passk_questions >= 1 and passk_seeds >= 0, got "
-                              f"{self.passk_max}, {self.passk_questions}, {self.passk_seeds}")
-        self.rl.validate()
-        self.sft.validate()
-        self.pretrain.validate()
-        for arm in self.arms:
-            if arm != "sft":
-                self.arm_args(arm, 1).validate()
 
     def trains_start(self) -> bool:
         """Whether the SFT start is built by this run (not the shipped one, not a given path)."""
@@ -262,8 +280,8 @@ class SqueezeConfig:
             return base
         if arm == "grpo_sft_refresh":  # GRPO's update; SFT steps added in stages.run_rl_arm
             return base
-        if arm == "grpo_critique":  # GRPO's update; refinements after the env's critique in stages.run_rl_arm
-            return base
+        if arm in ("grpo_critique", "grpo_shuffled", "grpo_positive"):  # GRPO's update; refinements after the
+            return base  # env's critique / shuffled rewards / the one-template reward in stages.run_rl_arm
         if arm == "grpo_darling":  # reward shaped in stages.run_rl_arm; DARLING's GRPO has no std
             return replace(base, norm_adv_by_std=False)  # normalisation (literature.md §5.1)
         if arm == "grpo_ent":

@@ -42,7 +42,9 @@ from typing import Any
 
 from searchgym.errors import CompetenceGateError
 from searchgym.experiments.squeeze.config import ARM_LABELS, SHIFT_SPLITS, TINY_PROMPT, SqueezeConfig
+from searchgym.experiments.squeeze.controls import SFT_CONTROLS, run_sft_control
 from searchgym.experiments.squeeze.passk import passk_seed_wanted, passk_stage
+from searchgym.experiments.squeeze.progress import STAGE
 from searchgym.experiments.squeeze.stages import (
     Context,
     _n,
@@ -59,29 +61,65 @@ __all__ = ["ARM_LABELS", "SHIFT_SPLITS", "TINY_PROMPT", "Context", "SqueezeConfi
            "make_demos", "question_pool", "run", "short_headline"]
 
 
+_OWN_OUTPUTS = ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
+                "report.html", "config.json", "stages.json", "strategy_policy.json", "organism_contextual.json")
+
+
+class _Run:
+    """One invocation's bookkeeping: the output folder, ``stages.json`` (each finished stage and the time spent,
+    with the time of interrupted earlier invocations) and the progress log."""
+
+    def __init__(self, cfg: SqueezeConfig, log: Callable[[str], None]):
+        self.cfg = cfg
+        self.log = log
+        self.out = Path(cfg.out)
+        self.t_start = time.time()
+        path = self.out / "stages.json"
+        self.stages: dict[str, Any] = json.loads(path.read_text()) if (cfg.resume and path.exists()) else {}
+        self.prior_s = float(self.stages.get("_elapsed_s", 0.0))  # time spent by interrupted earlier invocations
+
+    def mark(self, stage: str, info: Any) -> None:
+        self.stages[stage] = info
+        self.stages["_elapsed_s"] = self.elapsed()
+        _write_json(self.out / "stages.json", self.stages)
+
+    def elapsed(self) -> float:
+        return self.prior_s + time.time() - self.t_start
+
+    def done(self, stage: str) -> bool:
+        return bool(self.cfg.resume and self.stages.get(stage))
+
+
 def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run the whole experiment; returns the summary (also written to ``out/summary.json``)."""
-    import torch
-
-    from searchgym.train.checkpoint import cleanup_partial
-    from searchgym.train.tiny_lm import count_parameters, load_lm
+    from searchgym.experiments.squeeze.progress import Progress, planned_stages
 
     cfg.validate()
+    _torch_setup(cfg)
+    with Progress(log, planned_stages(cfg)) as prog:
+        return _run(cfg, prog)
+
+
+def _torch_setup(cfg: SqueezeConfig) -> None:
+    import torch
+    from transformers.utils import logging as hf_logging
+
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     elif cfg.model is None and cfg.device == "cpu":
         torch.set_num_threads(cfg.arm_jobs())  # the sequential stages use the cores the arm workers share
-    from transformers.utils import logging as hf_logging
-
     hf_logging.disable_progress_bar()
     hf_logging.set_verbosity_error()
-    t_start = time.time()
+
+
+def _prepare_out(cfg: SqueezeConfig, log: Callable[[str], None]) -> _Run:
+    """A fresh run removes what an older run left (only our own sub-directories and files); a resumed one keeps
+    it, less any half-written checkpoint."""
+    from searchgym.train.checkpoint import cleanup_partial
+
     out = Path(cfg.out)
     if out.exists() and not cfg.resume:
-        # a fresh run: remove what an older run left (only our own sub-directories and files)
-        for name in ("base_model", "pretrain", "sft", "arms", "start_eval", "plots", "summary.json", "report.md",
-                     "report.html", "config.json", "stages.json", "strategy_policy.json",
-                     "organism_contextual.json"):
+        for name in _OWN_OUTPUTS:
             p = out / name
             if p.is_dir():
                 shutil.rmtree(p)
@@ -90,75 +128,113 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     out.mkdir(parents=True, exist_ok=True)
     for d in [out, out / "pretrain", out / "sft", *(out / "arms").glob("*/*")]:
         cleanup_partial(d)
-    stages_path = out / "stages.json"
-    stages: dict[str, Any] = json.loads(stages_path.read_text()) if (cfg.resume and stages_path.exists()) else {}
+    return _Run(cfg, log)
 
-    prior_s = float(stages.get("_elapsed_s", 0.0))  # time spent by interrupted earlier invocations
 
-    def mark(stage: str, info: Any) -> None:
-        stages[stage] = info
-        stages["_elapsed_s"] = prior_s + time.time() - t_start
-        _write_json(stages_path, stages)
+def _run(cfg: SqueezeConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    from searchgym.train.tiny_lm import count_parameters, load_lm
 
-    _write_json(out / "config.json", asdict(cfg))
+    r = _prepare_out(cfg, log)
+    _write_json(r.out / "config.json", asdict(cfg))
     # ---- 0. the strategy policy: exact and fast, so first (reused on --resume when its settings match)
     from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage, run_strategy_stage
 
-    strategy_res = None if cfg.only_start else run_strategy_stage(cfg, out, log)
-    contextual_res = None if cfg.only_start else run_contextual_stage(cfg, out, log)
-    log(f"[1/6] world: {cfg.n_entities} entities, BM25 index")
+    strategy_res = None if cfg.only_start else run_strategy_stage(cfg, r.out, log)
+    contextual_res = None if cfg.only_start else run_contextual_stage(cfg, r.out, log)
+    log(f"{STAGE}world: {cfg.n_entities} entities, BM25 index")
     t0 = time.time()
     ctx = Context(cfg, log)
     log(f"      {len(ctx.world.passages)} passages, {len(ctx.world.split('train'))} train questions "
         f"({time.time() - t0:.1f}s)")
-
-    # ---- 2-3. the SFT start: the shipped one (package data) when asked for and it fits, else built here
-    sft_dir = out / "sft"
-    sft_model = sft_dir / "model"
-    shipped = None
-    if cfg.start_from == "shipped":
-        from searchgym.experiments.squeeze.start import shipped_start
-
-        shipped, why = shipped_start(cfg, ctx.world)
-        if shipped is None:
-            log(f"WARNING: not using the shipped SFT start: {why}. Training this run's own start instead "
-                "(pretraining + SFT; minutes, not the demo's seconds).")
-        else:
-            log(f"[2/6] SFT start: the shipped one ({shipped}; {why})")
-            sft_model = shipped
-            from searchgym.experiments.squeeze.start import read_manifest
-
-            built = (read_manifest(shipped) or {}).get("build") or {}
-            if "sft" in built:  # the demonstrations' figures (summary "demos", world.demo_share) come with it
-                mark("sft", {**built["sft"], "time_s": 0.0, "source": "shipped"})
-            mark("start", {"source": "shipped", "path": str(shipped)})
-    elif not cfg.trains_start():
-        sft_model = Path(str(cfg.start_from))
-        log(f"[2/6] SFT start: {sft_model}")
-        mark("start", {"source": "path", "path": str(sft_model)})
-    if cfg.model is None and sft_model == sft_dir / "model":
-        if not (cfg.resume and stages.get("sft")):
-            from searchgym.experiments.squeeze.start import build_start
-
-            log("[2/6] tiny LM: training a tokenizer on the world, building and pretraining the model")
-            _, built = build_start(ctx, out, log)
-            for k, v in built.items():
-                mark(k, v)
-        mark("start", {"source": "trained", "path": str(sft_model)})
-    elif cfg.model is not None and cfg.trains_start():
-        model, tok = load_lm(cfg.model, device=cfg.device)
-        log(f"[2/6] model: {cfg.model} ({count_parameters(model) / 1e6:.2f}M parameters)")
-        if not (cfg.resume and stages.get("sft")):
-            log("[3/6] demonstrations (diverse heuristic agent) and SFT warm start")
-            mark("sft", warm_start(ctx, model, tok, sft_dir))
+    sft_model, shipped = _sft_start(r, ctx)
     model, tok = load_lm(sft_model, device=cfg.device)
     n_params = count_parameters(model)
     del model, tok
+    start_eval, gate_rec = _gate_stage(r, ctx, sft_model, shipped)
+    if cfg.only_start:
+        from searchgym.experiments.squeeze.summary import competence
 
-    # ---- 4. the SFT start: its competence gate, then its evaluation (train + held-out splits) and pass@k
-    start_dir = out / "start_eval"
-    start_eval_path = start_dir / "eval.json"
-    gate_path = start_dir / "gate.json"
+        return only_start_summary(cfg, ctx, r.out, sft_model, start_eval, competence(cfg, start_eval), r.stages,
+                                  log)
+    start_in_pool = start_eval is None and cfg.arm_jobs() > 1 and bool(gate_rec.get("questions"))
+    if not start_in_pool:
+        start_eval, _ = start_stage(ctx, sft_model, gate_rec, start_eval)
+    _log_competence(cfg, start_eval if start_eval is not None else {"gate": gate_rec}, log)
+    results, start_eval = _arms_stage(r, ctx, sft_model, gate_rec, start_eval)
+    arm_results: dict[str, list[dict[str, Any]]] = {}
+    for arm in cfg.arms:
+        arm_results[arm] = [results[(arm, s + 1)] for s in range(cfg.seeds)]
+    return _report_stage(r, start_eval, arm_results, n_params, strategy_res, contextual_res)
+
+
+def _sft_start(r: _Run, ctx: Context) -> tuple[Path, Path | None]:
+    """Stages 2-3, the SFT start: the shipped one (package data) when asked for and it fits, a given path, or
+    built here (the tiny LM: tokenizer, pretraining, demonstrations and SFT; a real LM: demonstrations and SFT).
+    Returns ``(the start's model directory, the shipped start or None)``."""
+    cfg, log = r.cfg, r.log
+    sft_model = r.out / "sft" / "model"
+    shipped = None
+    if cfg.start_from == "shipped":
+        shipped = _shipped_start(r, ctx)
+        sft_model = shipped or sft_model
+    elif not cfg.trains_start():
+        sft_model = Path(str(cfg.start_from))
+        log(f"{STAGE}SFT start: {sft_model}")
+        r.mark("start", {"source": "path", "path": str(sft_model)})
+    if cfg.model is None and sft_model == r.out / "sft" / "model":
+        if not r.done("sft"):
+            from searchgym.experiments.squeeze.start import build_start
+
+            log(f"{STAGE}tiny LM: training a tokenizer on the world, building and pretraining the model")
+            _, built = build_start(ctx, r.out, log)
+            for k, v in built.items():
+                r.mark(k, v)
+        r.mark("start", {"source": "trained", "path": str(sft_model)})
+    elif cfg.model is not None and cfg.trains_start():
+        _train_model_start(r, ctx)
+    return sft_model, shipped
+
+
+def _shipped_start(r: _Run, ctx: Context) -> Path | None:
+    """The shipped SFT start when it fits this run (its figures go into ``stages.json``), else None (warned)."""
+    from searchgym.experiments.squeeze.start import read_manifest, shipped_start
+
+    shipped, why = shipped_start(r.cfg, ctx.world)
+    if shipped is None:
+        r.log(f"WARNING: not using the shipped SFT start: {why}. Training this run's own start instead "
+              "(pretraining + SFT; minutes, not the demo's seconds).")
+        return None
+    r.log(f"{STAGE}SFT start: the shipped one ({shipped}; {why})")
+    built = (read_manifest(shipped) or {}).get("build") or {}
+    if "sft" in built:  # the demonstrations' figures (summary "demos", world.demo_share) come with it
+        r.mark("sft", {**built["sft"], "time_s": 0.0, "source": "shipped"})
+    r.mark("start", {"source": "shipped", "path": str(shipped)})
+    return shipped
+
+
+def _train_model_start(r: _Run, ctx: Context) -> None:
+    """A real LM's SFT start: demonstrations and SFT from ``cfg.model``."""
+    from searchgym.train.tiny_lm import count_parameters, load_lm
+
+    cfg = r.cfg
+    model, tok = load_lm(cfg.model, device=cfg.device)
+    r.log(f"{STAGE}model: {cfg.model} ({count_parameters(model) / 1e6:.2f}M parameters)")
+    if not r.done("sft"):
+        r.log(f"{STAGE}demonstrations (diverse heuristic agent) and SFT warm start")
+        r.mark("sft", warm_start(ctx, model, tok, r.out / "sft"))
+
+
+def _gate_stage(r: _Run, ctx: Context, sft_model: Path, shipped: Path | None
+                ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Stage 4: the SFT start's competence gate (measured, read from the shipped manifest, or reused on
+    ``--resume``), and the start's saved evaluation on ``--resume``. Raises :class:`CompetenceGateError` with
+    ``--stop-on-failed-gate``. Returns ``(the saved evaluation or None, the gate record)``; with ``--only-start``
+    the evaluation is the gate alone."""
+    from searchgym.experiments.squeeze.summary import competence
+
+    cfg = r.cfg
+    start_dir = r.out / "start_eval"
+    start_eval_path, gate_path = start_dir / "eval.json", start_dir / "gate.json"
     saved = json.loads(start_eval_path.read_text()) if cfg.resume and start_eval_path.exists() else None
     # --only-start saves the gate alone: a run with arms that resumes from it still evaluates the start
     start_eval: dict[str, Any] | None = saved if saved and "train" in saved else None
@@ -167,12 +243,10 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     elif cfg.resume and gate_path.exists():
         gate_rec = json.loads(gate_path.read_text())
     else:
-        log("[4/6] the SFT start's competence gate")
+        r.log(f"{STAGE}the SFT start's competence gate")
         gate_rec = start_gate(ctx, sft_model, shipped)
         start_dir.mkdir(parents=True, exist_ok=True)
         _write_json(gate_path, gate_rec)
-    from searchgym.experiments.squeeze.summary import competence
-
     if cfg.stop_on_failed_gate and not cfg.only_start and not competence(cfg, {"gate": gate_rec})["passed"]:
         raise CompetenceGateError(
             f"the SFT start fails the competence gate: test success {_n(gate_rec.get('success'))} on "
@@ -181,17 +255,13 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     if cfg.only_start:  # the gate alone (the full evaluation belongs to a run with arms)
         start_eval = {"gate": gate_rec}
         _write_json(start_eval_path, start_eval)
+    return start_eval, gate_rec
 
-    jobs = cfg.arm_jobs()
-    # with worker processes and a gate on its own questions, the start's evaluation is one more pool job beside
-    # the arms (it needs nothing from them, nor they from it): a quarter of an hour off the run's wall time
-    start_in_pool = start_eval is None and jobs > 1 and bool(gate_rec.get("questions"))
-    if not cfg.only_start and not start_in_pool:
-        start_eval, _ = start_stage(ctx, sft_model, gate_rec, start_eval)
-    comp = competence(cfg, start_eval if start_eval is not None else {"gate": gate_rec})
-    if cfg.only_start:
-        assert start_eval is not None
-        return only_start_summary(cfg, ctx, out, sft_model, start_eval, comp, stages, log)
+
+def _log_competence(cfg: SqueezeConfig, start_eval: dict[str, Any], log: Callable[[str], None]) -> None:
+    from searchgym.experiments.squeeze.summary import competence
+
+    comp = competence(cfg, start_eval)
     ts, lb, gate = comp["test_success"], comp["lower_bound"], comp["gate"]
     if not comp["passed"]:
         bar = "!" * 100
@@ -201,80 +271,109 @@ def run(cfg: SqueezeConfig, log: Callable[[str], None] = print) -> dict[str, Any
     else:
         log(f"      competence gate passed: test success {_n(ts)}, 95% Wilson lower bound {_n(lb)} >= {gate}")
 
-    # ---- 5. arms (arm-seed runs are independent: with cfg.jobs > 1 they run in that many worker processes)
+
+def _arms_todo(r: _Run) -> tuple[list[tuple[str, int]], dict[tuple[str, int], dict[str, Any]],
+                                 list[tuple[int, str, int]]]:
+    """Every (arm, seed) run, those finished by an earlier invocation (``--resume``), and those to run."""
+    cfg = r.cfg
     runs = [(arm, s + 1) for arm in cfg.arms for s in range(cfg.seeds)]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     todo = []
     for i, (arm, seed) in enumerate(runs, 1):
-        done_path = out / "arms" / arm / f"seed{seed}" / "eval.json"
-        if cfg.resume and stages.get(f"arm:{arm}:{seed}") and done_path.exists():
+        done_path = r.out / "arms" / arm / f"seed{seed}" / "eval.json"
+        if r.done(f"arm:{arm}:{seed}") and done_path.exists():
             results[(arm, seed)] = json.loads(done_path.read_text())
             if passk_seed_wanted(cfg, seed) and not (done_path.parent / "passk.json").exists():
                 todo.append((i, arm, seed))  # only pass@k is missing; run_arm_seed reuses the arm's eval
         else:
             todo.append((i, arm, seed))
+    return runs, results, todo
+
+
+def _arms_stage(r: _Run, ctx: Context, sft_model: Path, gate_rec: dict[str, Any],
+                start_eval: dict[str, Any] | None) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, Any]]:
+    """Stage 5: the arms (arm-seed runs are independent: with ``cfg.jobs > 1`` they run in that many worker
+    processes, with the start's evaluation beside them when it is still to do). Returns the evaluations by
+    (arm, seed) and the start's evaluation."""
+    runs, results, todo = _arms_todo(r)
 
     def finished(arm: str, seed: int, ev: dict[str, Any], t: float) -> None:
         results[(arm, seed)] = ev
-        mark(f"arm:{arm}:{seed}", {"time_s": t})
-        log(f"      {arm} seed {seed}: train success {_n(ev['train']['success'])}, test {_n(ev['test']['success'])}"
-            f" ({t:.1f}s)")
+        r.mark(f"arm:{arm}:{seed}", {"time_s": t})
+        r.log(f"      {arm} seed {seed}: train success {_n(ev['train']['success'])}, test "
+              f"{_n(ev['test']['success'])} ({t:.1f}s)")
 
+    jobs = r.cfg.arm_jobs()
+    start_in_pool = start_eval is None
     if jobs <= 1 or len(todo) + start_in_pool <= 1:
         if start_in_pool:
             start_eval, _ = start_stage(ctx, sft_model, gate_rec)
+        r.log(f"{STAGE}arms: {len(todo)} arm-seed runs in this process")
         for i, arm, seed in todo:
-            log(f"[5/6] arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
+            r.log(f"      arm {i}/{len(runs)}: {ARM_LABELS[arm]} (seed {seed})")
             t0 = time.time()
             finished(arm, seed, run_arm_seed(ctx, arm, seed, sft_model), time.time() - t0)
     else:
-        import multiprocessing as mp
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
-        log(f"[5/6] {len(todo)} arm-seed runs{' and the SFT start evaluation' if start_in_pool else ''} in "
-            f"{jobs} worker processes (1 torch thread each)")
-        t_all = time.time()
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
-                                 initializer=_worker_init, initargs=(cfg,)) as pool:
-            start_fut = pool.submit(_worker_start, str(sft_model), gate_rec) if start_in_pool else None
-            futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed) for _, arm, seed in todo}
-            for f in as_completed([*futs, *([start_fut] if start_fut else [])]):
-                if f is start_fut:
-                    start_eval, t = f.result()
-                    mark("start_eval", {"time_s": t})
-                    log(f"      SFT start: train success {_n(start_eval['train']['success'])}, test "
-                        f"{_n(start_eval['test']['success'])} ({t:.1f}s)")
-                    continue
-                arm, seed = futs[f]
-                ev, t = f.result()
-                finished(arm, seed, ev, t)
-        log(f"      arms done in {time.time() - t_all:.0f}s")
+        start_eval = _arms_in_pool(r, sft_model, gate_rec, start_eval, todo, finished)
     assert start_eval is not None
-    arm_results: dict[str, list[dict[str, Any]]] = {}
-    for arm, seed in runs:
-        arm_results.setdefault(arm, []).append(results[(arm, seed)])
+    return results, start_eval
 
-    # ---- 6. report
-    log("[6/6] report")
+
+def _arms_in_pool(r: _Run, sft_model: Path, gate_rec: dict[str, Any], start_eval: dict[str, Any] | None,
+                  todo: list[tuple[int, str, int]], finished: Callable[..., None]) -> dict[str, Any]:
+    """The arm-seed runs (and the start's evaluation when ``start_eval`` is None) in ``cfg.arm_jobs()`` worker
+    processes, one torch thread each. Returns the start's evaluation."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    jobs = r.cfg.arm_jobs()
+    start_in_pool = start_eval is None
+    r.log(f"{STAGE}arms: {len(todo)} arm-seed runs{' and the SFT start evaluation' if start_in_pool else ''} in "
+          f"{jobs} worker processes (1 torch thread each)")
+    t_all = time.time()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=mp.get_context("spawn"),
+                             initializer=_worker_init, initargs=(r.cfg,)) as pool:
+        start_fut = pool.submit(_worker_start, str(sft_model), gate_rec) if start_in_pool else None
+        futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed) for _, arm, seed in todo}
+        for f in as_completed([*futs, *([start_fut] if start_fut else [])]):
+            if f is start_fut:
+                start_eval, t = f.result()
+                r.mark("start_eval", {"time_s": t})
+                r.log(f"      SFT start: train success {_n(start_eval['train']['success'])}, test "
+                      f"{_n(start_eval['test']['success'])} ({t:.1f}s)")
+                continue
+            arm, seed = futs[f]
+            ev, t = f.result()
+            finished(arm, seed, ev, t)
+    r.log(f"      arms done in {time.time() - t_all:.0f}s")
+    assert start_eval is not None
+    return start_eval
+
+
+def _report_stage(r: _Run, start_eval: dict[str, Any], arm_results: dict[str, list[dict[str, Any]]], n_params: int,
+                  strategy_res: dict[str, Any] | None, contextual_res: dict[str, Any] | None) -> dict[str, Any]:
+    """Stage 6: ``summary.json``, ``report.md`` / ``report.html``."""
+    from searchgym.experiments.squeeze.endpoints import endpoints_block
     from searchgym.experiments.squeeze.report import write_report
+    from searchgym.experiments.squeeze.strategy_stage import strategy_block
     from searchgym.experiments.squeeze.summary import build_summary
 
-    summary = build_summary(cfg, out, start_eval, arm_results, n_params=n_params,
-                            wall_s=prior_s + time.time() - t_start, stages=stages)
-    summary["resumed"] = bool(prior_s)
-    from searchgym.experiments.squeeze.strategy_stage import strategy_block
-
+    r.log(f"{STAGE}report")
+    summary = build_summary(r.cfg, r.out, start_eval, arm_results, n_params=n_params, wall_s=r.elapsed(),
+                            stages=r.stages)
+    summary["resumed"] = bool(r.prior_s)
+    endpoints_block(summary, start_eval, arm_results)  # issue 31's endpoints (endpoints.py)
     block = strategy_block(strategy_res)
     if block is not None:
         summary["strategy_policy"] = block
     if contextual_res is not None:
         summary["organism"] = {"contextual": contextual_res}
-    summary["world"].update(world_block(strategy_res, stages))
-    _write_json(out / "summary.json", summary)
-    write_report(summary, out)
-    summary["wall_s"] = prior_s + time.time() - t_start
-    _write_json(out / "summary.json", summary)
-    log(f"done in {summary['wall_s']:.0f}s: {out / 'report.md'}")
+    summary["world"].update(world_block(strategy_res, r.stages))
+    _write_json(r.out / "summary.json", summary)
+    write_report(summary, r.out)
+    summary["wall_s"] = r.elapsed()
+    _write_json(r.out / "summary.json", summary)
+    r.log(f"done in {summary['wall_s']:.0f}s: {r.out / 'report.md'}")
     return summary
 
 
@@ -308,7 +407,7 @@ def start_stage(ctx: Context, sft_model: Path, gate_rec: dict[str, Any],
     out_dir = Path(ctx.cfg.out) / "start_eval"
     load = partial(load_lm, sft_model, device=ctx.cfg.device)
     if start_eval is None:
-        ctx.log("[4/6] evaluating the SFT start (train + shift splits)")
+        ctx.log(f"{STAGE}evaluating the SFT start (train + shift splits)")
         start_eval = evaluate(ctx, *load(), seed=0, name="sft_start", out_dir=out_dir)
         start_eval["gate"] = gate_rec
         _write_json(out_dir / "eval.json", start_eval)
@@ -356,6 +455,8 @@ def run_arm_seed(ctx: Context, arm: str, seed: int, sft_model: Path) -> dict[str
         d.mkdir(parents=True, exist_ok=True)
         if arm == "sft":
             run_sft_arm(ctx, seed, sft_model, d)
+        elif arm in SFT_CONTROLS:
+            run_sft_control(ctx, arm, seed, sft_model, d)
         else:
             run_rl_arm(ctx, arm, seed, sft_model, d)
         t_train = time.time() - t0

@@ -170,6 +170,7 @@ def findings_text(summary: dict[str, Any]) -> list[str]:
                    + (f" (not: {', '.join(no)})." if no else "."))
     out.extend(comparison_lines(summary))
     out.extend(_shift_finding(summary))
+    out.extend(_floor_line(summary))
     out.extend(_dose_lines(summary))
     out.extend(_gate_line(summary))
     return out
@@ -207,9 +208,10 @@ def _gate_line(summary: dict[str, Any]) -> list[str]:
     k = comp.get("successes")
     n = comp.get("questions")
     return [f"- The SFT start ({'shipped with the package' if src == 'shipped' else 'trained in this run'}) passes "
-            f"the competence gate: test success {_f(comp.get('test_success'))}"
-            + (f" ({k:.1f}/{n} questions)" if k is not None else f" ({n} questions)")
-            + f", 95% Wilson lower bound {_f(comp.get('lower_bound'))} ≥ {comp.get('gate')}."]
+            f"the competence gate: on its own {n} test questions"
+            + (f" ({k:.1f} solved)" if k is not None else "")
+            + f" the 95% Wilson lower bound of its success is {_f(comp.get('lower_bound'))} ≥ {comp.get('gate')} "
+              "(the tables' test success is on the evaluation's smaller question set)."]
 
 
 def _shift_mean(block: dict[str, Any]) -> float | None:
@@ -231,6 +233,41 @@ def _shift_finding(summary: dict[str, Any]) -> list[str]:
         line += (" All are near the floor: this model barely transfers to held-out phrasings, families and entity "
                  "types, so differences between arms here are a few questions, not a finding.")
     return [line]
+
+
+def _floor_line(summary: dict[str, Any]) -> list[str]:
+    """The shift splits whose start is under 0.2: they cannot show a loss (issue 31 §3)."""
+    fl = summary.get("shift_floor") or {}
+    low = [f"{sp} ({_f(v['start'])})" for sp, v in fl.items() if v.get("cannot_show_loss")]
+    if not low:
+        return []
+    return [f"- Cannot show a loss (the SFT start's success is under 0.2): {', '.join(low)}."]
+
+
+def endpoints_table(summary: dict[str, Any]) -> list[str]:
+    """Per arm, the endpoints fixed in advance beside the primary one (endpoints.py)."""
+    arms = {a: b for a, b in summary["arms"].items() if "train_success_change" in b}
+    if not arms:
+        return []
+    st = summary["start"]
+
+    def kl_last(b: dict[str, Any]) -> str:
+        ks = [k for k in ((b.get("kl_to_start") or {}).get("mean") or []) if k is not None]
+        return _f(ks[-1]) if ks else "–"
+
+    def rf(d: Any) -> str:
+        return _f(d.get("mean") if isinstance(d, dict) else d)
+
+    lines = [("| arm | KL to start (last step) | train success − start | template entropy, rarefied | without "
+             "copy-question queries | copy rate | follows the rename (shift_homonym) |"), "|---|---|---|---|---|---|---|",
+             (f"| SFT start | 0 | – | {_f(st.get('template_entropy_rarefied'))} | "
+             f"{_f(st.get('template_entropy_rarefied_no_copy'))} | {_f(st.get('copy_rate'))} | "
+             f"{rf((st.get('rename_follow_rate') or {}).get('shift_homonym'))} |")]
+    for b in arms.values():
+        lines.append(f"| {b['label']} | {kl_last(b)} | {_ms_ci(b['train_success_change'])} | "
+                     f"{_ms_ci(b['template_entropy_rarefied'])} | {_ms_ci(b['template_entropy_rarefied_no_copy'])} | "
+                     f"{_ms_ci(b['copy_rate'])} | {rf((b.get('rename_follow_rate') or {}).get('shift_homonym'))} |")
+    return lines
 
 
 def _gate_warning(summary: dict[str, Any]) -> list[str]:
@@ -283,7 +320,9 @@ def headline_summary(summary: dict[str, Any], worlds: dict[str, Any] | None = No
         lines.append(f"- LM, GRPO − continued SFT: strategy entropy {_d(g.get('strategy_entropy'))}; test success "
                      f"{_d(g.get('test_success'))}" + (f"; worst shift split {_worst_shift(shifts)}." if shifts
                                                        else "."))
-    if worlds and "grpo" in worlds["arms"]:
+    if worlds and (worlds.get("random_effects") or {}).get("grpo"):
+        lines = [lines[0], *random_effects_short(worlds, summary)]  # the headline's intervals (issue 31 §5)
+    elif worlds and "grpo" in worlds["arms"]:
         from searchgym.experiments.squeeze.worlds import worlds_short
 
         lines.append(f"- {worlds_short(worlds)}")
@@ -309,6 +348,96 @@ def headline_summary(summary: dict[str, Any], worlds: dict[str, Any] | None = No
                          for a, v in r.items() if a in ("sft", "rs_sft", "grpo", "grpo_critique", "grpo_darling"))
                      + f"; positive control {'fired' if fired else 'did NOT fire'}.")
     return "\n".join(lines[:8]) + "\n"
+
+
+def _re(e: dict[str, Any]) -> str:
+    """``estimate [lo, hi]`` of a random-effects endpoint (DL, t on k − 1 df)."""
+    if e.get("estimate") is None:
+        return "–"
+    if not e.get("ci"):
+        return f"{_sg(e['estimate'])} (no interval)"
+    return f"{_sg(e['estimate'])} [{_sg(e['ci'][0])}, {_sg(e['ci'][1])}]"
+
+
+def _sg(x: float) -> str:
+    t = f"{x:+.3f}"
+    return "+0.000" if t == "-0.000" else t
+
+
+def _shown(e: dict[str, Any]) -> bool:
+    ci = e.get("ci")
+    return bool(ci and (ci[0] > 0 or ci[1] < 0))
+
+
+def random_effects_short(worlds: dict[str, Any], summary: dict[str, Any]) -> list[str]:
+    """The README's LM lines from the worlds' random effects (GRPO − continued SFT): reward first, then the
+    primary endpoint, the template squeeze and how much of it is the copy rate, then the primary cost and the
+    shift splits that can show one. A claim whose interval covers 0 is said to be not shown."""
+    re_ = worlds["random_effects"]["grpo"]
+    e = re_["endpoints"]
+    ws = ", ".join(str(w) for w in sorted(int(k) for k in re_["starts_per_world"]))
+    tr, pe, te = e["train_success"], e[re_["primary_endpoint"]], e["slot_entropy"]
+    cost = e[re_["primary_cost_endpoint"]]
+    out = [f"- LM, GRPO − continued SFT with worlds {ws} as random effects (DerSimonian–Laird, t on "
+           f"{re_['k_worlds'] - 1} df; one SFT start per world, gated starts only): RL "
+           + ("raised" if _shown(tr) and tr["estimate"] > 0 else "did **not** raise")
+           + f" train success ({_re(tr)}) at the shipped dose."]
+    pe_word = "lower" if _shown(pe) and pe["estimate"] < 0 else "not shown"
+    hk = (pe.get("hksj") or {}).get("ci")
+    out.append(f"- Primary endpoint, strategy entropy rarefied to a common count: {_re(pe)} nats ({pe_word}; "
+               + (f"HKSJ [{_sg(hk[0])}, {_sg(hk[1])}]; " if hk else "") + "borderline: a small effect)."
+               if pe_word == "lower" else f"- Primary endpoint, strategy entropy (rarefied): {_re(pe)}: not shown.")
+    cp = _copy_rates(worlds)
+    out.append(f"- Template entropy {_re(te)} nats" + (" holds" if _shown(te) else ": not shown")
+               + (f", mostly one surface change: GRPO stops copying the question (copy rate {cp})." if cp else "."))
+    eq = bool(cost.get("ci") and -0.05 < cost["ci"][0] and cost["ci"][1] < 0.05)
+    out.append(f"- Primary cost, test success: {_re(cost)}: "
+               + ("a difference." if _shown(cost) else ("equivalent within ±0.05." if eq else
+                                                        "no difference shown, and **not** equivalent within ±0.05.")))
+    sh = e.get("shift:shift_homonym")
+    floor = _floor_splits(worlds)
+    if sh:
+        out.append(f"- `shift_homonym` (the one shift split whose start is above 0.2{floor}): {_re(sh)}: "
+                   + ("a cost." if _shown(sh) and sh["estimate"] < 0 else "no cost shown under random effects.")
+                   + " Not yet compared with rejection-sampling SFT or shuffled-reward GRPO, so no squeeze here "
+                     "is shown to be RL's.")
+    return out
+
+
+def _copy_rates(worlds: dict[str, Any]) -> str:
+    """``continued SFT a–b vs GRPO c–d`` over the worlds' runs (from their summaries' question-copy rates)."""
+    import json
+
+    rates: dict[str, list[float]] = {"sft": [], "grpo": []}
+    for p in worlds.get("runs") or []:
+        try:
+            s = json.loads(Path(p).read_text())
+        except (OSError, ValueError, TypeError):
+            return ""
+        for a, vals in rates.items():
+            v = ((s.get("arms") or {}).get(a) or {}).get("question_copy_rate") or {}
+            if v.get("mean") is not None:
+                vals.append(float(v["mean"]))
+    if not rates["sft"] or not rates["grpo"]:
+        return ""
+    return (f"continued SFT {min(rates['sft']):.2f}–{max(rates['sft']):.2f}, GRPO "
+            f"{min(rates['grpo']):.2f}–{max(rates['grpo']):.2f}")
+
+
+def _floor_splits(worlds: dict[str, Any]) -> str:
+    """``; the other N start under 0.2 and cannot show a loss`` from the worlds' runs, '' when unknown."""
+    import json
+
+    low: set[str] = set()
+    for p in worlds.get("runs") or []:
+        try:
+            s = json.loads(Path(p).read_text())
+        except (OSError, ValueError, TypeError):
+            return ""
+        for sp, v in ((s.get("start") or {}).get("shift") or {}).items():
+            if v.get("mean") is not None and v["mean"] < 0.2:
+                low.add(sp)
+    return f"; the other {len(low)} start under 0.2 and cannot show a loss" if low else ""
 
 
 def _ms_ci(d: dict[str, Any] | None) -> str:
@@ -341,11 +470,30 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
         *_gate_warning(summary),
         *headline_table(summary),
         "",
+        *(["Endpoints fixed in advance (docs/squeeze.md), per arm (mean [95% CI over seeds]):", "",
+           *endpoints_table(summary), ""] if endpoints_table(summary) else []),
         *findings_text(summary),
+        *_random_effects_section(worlds),
         *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),
         *_strategy_section(summary),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _random_effects_section(worlds: dict[str, Any] | None) -> list[str]:
+    """The headline's intervals: every pooled arm − continued SFT with worlds as random effects."""
+    blocks = (worlds or {}).get("random_effects") or {}
+    if not blocks:
+        return []
+    from searchgym.experiments.squeeze.random_effects import random_effects_lines
+
+    pe = (worlds or {}).get("primary_endpoints") or {}
+    lines = ["", (f"**Worlds as random effects** (the headline's intervals; primary endpoint `{pe.get('primary')}`, "
+                  f"primary cost endpoint `{pe.get('primary_cost')}`, fixed in advance; DerSimonian–Laird with a t "
+                  "interval on k − 1 df, HKSJ beside it; the fixed-effect 'pooled' columns below are secondary):"), ""]
+    for b in blocks.values():
+        lines += [*random_effects_lines(b), ""]
+    return lines[:-1]
 
 
 def _strategy_section(summary: dict[str, Any]) -> list[str]:
@@ -426,23 +574,71 @@ def verdict_paragraph(summary: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+# What the full LM run found (`make squeeze` + `make squeeze-worlds`: worlds 0, 1, 5, 6 seeds per arm; GRPO −
+# continued SFT with worlds as random effects, from results/squeeze-{default,world1,world5}-v3; recomputed from
+# those files by tests/test_squeeze_report_demo.py). A 1-seed run cannot say more, so its report quotes this.
+FULL_RUN_FINDING = ("GRPO did not raise train success (−0.023 [−0.063, +0.016]); it lowered query-template "
+                    "entropy (−0.371 [−0.612, −0.130] nats), mostly by no longer copying the question, and strategy "
+                    "entropy only slightly (−0.087 [−0.167, −0.006]); test success: no difference shown "
+                    "(+0.000 [−0.067, +0.066])")
+
+
+def _demo_lead(summary: dict[str, Any]) -> list[str]:
+    """A run with fewer than 2 seeds per LM arm (the demo): lead with what it CAN show, the strategy policy's
+    collapse under GRPO, every term defined where it first appears; the LM part in one line: a pipeline check,
+    and what the full run found."""
+    sp = summary.get("strategy_policy")
+    lines = ["## What this run shows", ""]
+    if sp and "grpo" in sp.get("arms", {}):
+        st, gr = sp["start"], sp["arms"]["grpo"]
+        sft = (sp["arms"].get("sft") or {}).get("strategy_entropy")
+        lines.append(
+            f"**The strategy policy collapses under GRPO.** The *strategy policy* (elsewhere called the "
+            f"*organism*) is a small softmax policy that picks one of {len(sp['strategies'])} heuristic query "
+            "strategies for each question (look the entity up, copy the question, decompose it, ...); every "
+            "strategy's success on every question was measured once in the real environment, so training it takes "
+            "seconds and its figures are exact. Its *strategy entropy* (the Shannon entropy, in nats, of the share "
+            f"of questions given each strategy; {math.log(len(sp['strategies'])):.2f} = all equally often, 0 = one "
+            f"strategy for everything) falls from {_ms_ci(st['strategy_entropy'])} at the SFT start to "
+            f"{_ms_ci(gr['strategy_entropy'])} after {sp['steps']} GRPO steps ({sp['seeds']} seeds, 95% CI), while "
+            f"train success goes {_ms_ci(st['train_success'])} → {_ms_ci(gr['train_success'])}"
+            + (f"; continued SFT (more supervised steps on the demonstrator's choices) ends at {_ms_ci(sft)} nats."
+               if sft else "."))
+        lines.append("")
+    c = summary["config"]
+    lines.append(f"**The LM part is a pipeline check, not a finding**: {c['seeds']} seed per arm and "
+                 f"{c['rl']['total_steps']} RL steps give no interval. The full run (`make squeeze`, 3 worlds × 6 "
+                 f"seeds) found: {FULL_RUN_FINDING}.")
+    return [*lines, ""]
+
+
 def _report_verdict(summary: dict[str, Any]) -> list[str]:
     """The findings in words: one paragraph (:func:`verdict_paragraph`), then the gate, the LM arms, the strategy
-    policy and the mixed split, without the tables they rest on."""
+    policy and the mixed split, without the tables they rest on. A run with < 2 seeds per LM arm leads with
+    :func:`_demo_lead` and keeps its LM lines as details."""
+    if int(summary["config"].get("seeds") or 0) < 2:
+        return [*_demo_lead(summary), "## Details", "", *_gate_warning(summary),
+                *[f"- LM pipeline check: {x[2:]}" if x.startswith("- ") else x for x in findings_text(summary)],
+                *_organism_details(summary), ""]
     para = verdict_paragraph(summary)
     lines = ["## Verdict", "", *([f"**In one paragraph.** {para}", ""] if para else []), *_gate_warning(summary),
-             *findings_text(summary)]
-    block = summary.get("strategy_policy")
-    if block:
-        from searchgym.experiments.squeeze.strategy_stage import strategy_findings
-
-        lines += ["", *strategy_findings(block)]
-        ctx = (summary.get("organism") or {}).get("contextual")
-        if ctx:
-            from searchgym.experiments.squeeze.organism import contextual_sentences
-
-            lines += ["", *contextual_sentences(ctx)]
+             *findings_text(summary), *_organism_details(summary)]
     return [*lines, ""]
+
+
+def _organism_details(summary: dict[str, Any]) -> list[str]:
+    block = summary.get("strategy_policy")
+    if not block:
+        return []
+    from searchgym.experiments.squeeze.strategy_stage import strategy_findings
+
+    lines = ["", *strategy_findings(block)]
+    ctx = (summary.get("organism") or {}).get("contextual")
+    if ctx:
+        from searchgym.experiments.squeeze.organism import contextual_sentences
+
+        lines += ["", *contextual_sentences(ctx)]
+    return lines
 
 
 def _report_tables(summary: dict[str, Any]) -> list[str]:

@@ -212,7 +212,7 @@ RAREFY_N = 128  # queries behind the rarefied plug-in strategy entropy: one n fo
 
 
 def strategy_entropies(episodes: list[Any], groups: list[int], templater: Any, *, seed: int,
-                       n: int = RAREFY_N, draws: int = 50) -> dict[str, Any]:
+                       n: int = RAREFY_N, draws: int = 50, labels: Any = None) -> dict[str, Any]:
     """The two strategy-entropy quantities under distinct names (issue 21 §6), from the analysis core's
     per-query strategy classes: ``strategy_entropy_rarefied`` (plug-in entropy of the classes pooled over
     episodes, rarefied: the mean over ``draws`` subsamples of ``n`` queries without replacement, so arms whose
@@ -220,7 +220,7 @@ def strategy_entropies(episodes: list[Any], groups: list[int], templater: Any, *
     entropy of each question's own samples' classes, averaged over questions)."""
     from searchgym.diversity.core import label_episodes
 
-    lab = label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
+    lab = labels or label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
     labels = np.asarray(lab.strategy)
 
     def h(xs: np.ndarray) -> float:
@@ -250,7 +250,8 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
     import torch
 
     from searchgym.diversity import Templater, mean_pass_at_k
-    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory
+    from searchgym.diversity.core import analyze_episodes, episode_from_trajectory, label_episodes
+    from searchgym.experiments.squeeze.endpoints import RENAME_SPLITS, split_measures
     from searchgym.train.rollout import LMPolicy
     from searchgym.trajectory import write_trajectories
 
@@ -283,8 +284,11 @@ def evaluate(ctx: Context, model: Any, tokenizer: Any, *, seed: int, name: str,
                               token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm],
                               rewards=[e.reward for e in eps])
         slot, string = st.levels.get("slot"), st.levels.get("string")
-        ent2 = strategy_entropies([episode_from_trajectory(e.trajectory) for e in eps], [e.group for e in eps],
-                                  templater, seed=seed)
+        d_eps = [episode_from_trajectory(e.trajectory) for e in eps]
+        lab = label_episodes(d_eps, templater=templater, levels=("slot",), group_by_step=False)
+        ent2 = strategy_entropies(d_eps, [e.group for e in eps], templater, seed=seed, labels=lab)
+        ent2.update(split_measures(d_eps, templater, seed=seed, labels=lab,  # issue 31's endpoints
+                                   examples=[exs[idx[e.group]] for e in eps] if split in RENAME_SPLITS else None))
         res[split] = {
             "success": float(np.mean([e.em for e in eps])),
             "f1": float(np.mean([e.f1 for e in eps])),
@@ -371,6 +375,7 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
         from searchgym.train.shaping import TemplateCountShaper
 
         shape = TemplateCountShaper(Templater(ctx.world.titles), c.count_coef)
+    shape = _control_shaper(ctx, arm, seed, out_dir) or shape
     refresh = None
     if arm == "grpo_sft_refresh":
         refresh = sft_refresh(ctx, tok, seed)
@@ -384,6 +389,19 @@ def run_rl_arm(ctx: Context, arm: str, seed: int, start_dir: Path, out_dir: Path
     tracker.close()
     ctx.save_model(model, tok, out_dir / "final_model")
     return hist
+
+
+def _control_shaper(ctx: Context, arm: str, seed: int, out_dir: Path) -> Callable[..., list[float]] | None:
+    """The reward transformation of the GRPO controls (controls.py): shuffled rewards, the one-template reward."""
+    from searchgym.experiments.squeeze import controls
+
+    if arm == "grpo_shuffled":
+        return controls.shuffled_rewards(seed)
+    if arm == "grpo_positive":
+        from searchgym.diversity import Templater
+
+        return controls.OneTemplateReward(Templater(ctx.world.titles), out_dir)
+    return None
 
 
 def continued_sft_args(c: SqueezeConfig) -> Any:
@@ -435,6 +453,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     import torch
 
     from searchgym.diversity import DiversityTracker
+    from searchgym.experiments.squeeze.controls import kl_to_start
     from searchgym.train.rl import _torch_gen, step_seeds
     from searchgym.train.rollout import LMPolicy, run_episodes
     from searchgym.train.sft import train_sft
@@ -451,6 +470,9 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
                                tensorboard=False)
     k = c.sft_steps_per_step()
     G = rl.group_size
+    ref, _ = load_lm(start_dir, device=c.device)  # the SFT start: the KL of the tracked rollouts to it
+    ref.eval().requires_grad_(False)
+    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
 
     def track(opt_step: int) -> dict[str, float]:
         step = opt_step // k  # tracked step number, aligned with the RL arms' steps
@@ -469,6 +491,9 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
                "charts/em": float(np.mean([e.em for e in eps])),
                "charts/token_entropy": float(np.mean(ents)) if ents else 0.0,
                "charts/time_rollout": time.time() - t0, "charts/tracked_step": float(step)}
+        kl = kl_to_start(ref, eps, pad, c.device, rl.temperature)
+        if kl is not None:
+            row["charts/kl_to_start"] = kl
         row.update(_tracker_extra(m))
         ctx.log(f"  [sft s{seed}] step {step:3d}  reward {row['charts/reward']:.3f}  "
                 f"tok-H {row['charts/token_entropy']:.3f}  slot-H {_n(row.get('diversity/slot/entropy'))}")

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.experiments.squeeze.config import TINY_PROMPT, SqueezeConfig
+from searchgym.experiments.squeeze.progress import STAGE
 
 SHIPPED_DIR = Path(__file__).parent / "sft_start"  # package data (pyproject, MANIFEST.in)
 MANIFEST = "start.json"
@@ -110,7 +111,7 @@ def build_start(ctx: Any, out: Path, log: Callable[[str], None] = print) -> tupl
         if cfg.pretrain.max_steps > 0:
             log(f"      pretraining on the world's passages and train Q/A ({cfg.pretrain.max_steps} steps)")
             stages["pretrain"] = pretrain_stage(ctx, model, tok, out / "pretrain")
-        log("[3/6] demonstrations (diverse heuristic agent) and SFT warm start")
+        log(f"{STAGE}demonstrations (diverse heuristic agent) and SFT warm start")
         stages["sft"] = warm_start(ctx, model, tok, out / "sft")
     finally:
         torch.set_num_threads(threads)

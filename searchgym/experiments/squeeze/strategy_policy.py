@@ -416,134 +416,199 @@ def _with_refinements(ctx: _Ctx, policy: Any, gen: Any, xb: Any, qidx: np.ndarra
     return (torch.cat([xb, xr]), torch.cat([acts_t, ar]), torch.cat([old_logp, olp_r]), adv, keep)
 
 
-def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
-    """Train a copy of the SFT start with one arm; returns (policy, history, control stats)."""
+@dataclass
+class _ArmRun:
+    """One arm-seed's training state: the policy, its frozen start (KL reference), optimizer, random streams and
+    what the controls did (``ctl`` sums, ``step_log`` per RL step)."""
+
+    ctx: _Ctx
+    arm: str
+    seed: int
+    policy: Any
+    ref: Any
+    opt: Any
+    rng: Any                            # numpy: the questions of each step
+    gen: Any                            # torch: sampled choices, minibatch order, Clip-Cov's draws
+    demo_rng: random.Random             # continued SFT's (and the refresh's) demonstrator choices
+    counts: dict[tuple[int, int], int] = field(default_factory=dict)
+    ctl: Counter = field(default_factory=Counter)
+    n_updates: int = 0
+    step_log: list[dict[str, float]] = field(default_factory=list)
+
+
+def _arm_run(ctx: _Ctx, arm: str, seed: int, start: Any) -> _ArmRun:
     import copy
 
     import torch
 
-    from searchgym.train.losses import (
-        clip_cov_loss,
-        grpo_advantages,
-        kl_cov_loss,
-        kl_penalty,
-        masked_mean,
-        ppo_clip_loss,
-    )
-
-    cfg = ctx.cfg
     torch.manual_seed(seed * 1000 + ALL_ARMS.index(arm))
     policy = copy.deepcopy(start)
     ref = copy.deepcopy(start).requires_grad_(False)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr)
+    return _ArmRun(ctx, arm, seed, policy, ref, torch.optim.Adam(policy.parameters(), lr=ctx.cfg.lr),
+                   np.random.default_rng([seed, ALL_ARMS.index(arm)]),
+                   torch.Generator().manual_seed(seed * 7919 + ALL_ARMS.index(arm)),
+                   random.Random(f"demo-arm/{arm}/{seed}"))
+
+
+def _continued_sft_step(st: _ArmRun, xb: Any) -> None:
+    """Continued SFT: as many optimizer steps as an RL step, on fresh demonstrator choices."""
+    import torch
+
+    cfg, ctx = st.ctx.cfg, st.ctx
+    P, G = cfg.prompts_per_step, cfg.group_size
+    t = torch.tensor(_demo_targets(P * G, ctx.strategies, ctx.weights, 1, st.demo_rng))
+    mb = P * G // cfg.num_minibatches
+    for k in range(cfg.num_minibatches):
+        _sft_steps(st.policy, st.opt, xb[k * mb:(k + 1) * mb], t[k * mb:(k + 1) * mb], 1)
+        st.n_updates += 1
+
+
+def _rs_sft_step(st: _ArmRun, xb: Any, qidx: np.ndarray) -> None:
+    """Rejection-sampling SFT: SFT on the policy's own successful samples (the data RL rewards)."""
+    import torch
+
+    cfg = st.ctx.cfg
+    with torch.no_grad():
+        acts_t = torch.multinomial(torch.softmax(st.policy(xb), -1), 1, generator=st.gen).squeeze(1)
+    ok = torch.from_numpy(st.ctx.em["train"][qidx, acts_t.numpy()] > 0)
+    xs, ts = xb[ok], acts_t[ok]
+    st.ctl["tokens"] += float(ok.sum())
+    for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
+        if len(tm):
+            _sft_steps(st.policy, st.opt, xm, tm, 1)
+            st.n_updates += 1
+
+
+def _rl_batch(st: _ArmRun, xb: Any, qidx: np.ndarray) -> tuple[Any, Any, Any, Any, Any]:
+    """Sample one choice per row, reward (and shape) it, group advantages; returns
+    ``(xb, actions, old log-probs, advantages, keep)`` (Critique-GRPO: with its refinements)."""
+    import torch
+
+    from searchgym.train.losses import grpo_advantages
+
+    ctx, cfg, arm = st.ctx, st.ctx.cfg, st.arm
+    G = cfg.group_size
+    with torch.no_grad():
+        old_logits = st.policy(xb)
+        acts_t = torch.multinomial(torch.softmax(old_logits, -1), 1, generator=st.gen).squeeze(1)
+        old_logp = torch.log_softmax(old_logits, -1).gather(1, acts_t[:, None]).squeeze(1)
+    acts = acts_t.numpy()
+    r = ctx.em["train"][qidx, acts]
+    if arm == "grpo_majority":  # the positive control: only the majority strategy is paid
+        r = r * (acts == ctx.majority)
+    r = _shaped_rewards(arm, cfg, r, acts, qidx, st.counts)
+    rt = torch.tensor(r, dtype=torch.float32)
+    adv = grpo_advantages(rt, G, norm_by_std=cfg.norm_adv_by_std and arm != "grpo_darling")
+    # zero-advantage groups leave the policy-gradient term only; the regularisers (KL, entropy,
+    # KL-Cov's penalty) act on every sampled choice, all-tied groups included
+    keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()
+    if arm == "grpo_critique":
+        return _with_refinements(ctx, st.policy, st.gen, xb, qidx, acts_t, old_logp, rt, G, cfg.norm_adv_by_std)
+    return xb, acts_t, old_logp, adv, keep
+
+
+def _minibatch_loss(st: _ArmRun, x: Any, a_t: Any, olp: Any, a: Any, m: Any) -> tuple[Any, Any]:
+    """The arm's loss on one minibatch; returns ``(loss, log-probs of the taken choices)``."""
+    import torch
+
+    from searchgym.train.losses import clip_cov_loss, kl_cov_loss, kl_penalty, masked_mean, ppo_clip_loss
+
+    cfg, arm = st.ctx.cfg, st.arm
+    m_all = torch.ones_like(m)
+    logp_all = torch.log_softmax(st.policy(x), -1)
+    logp = logp_all.gather(1, a_t[:, None])
+    if arm == "grpo_clipcov":
+        loss, stats = clip_cov_loss(logp, olp, a, m, clip_cov_ratio=cfg.clip_cov_ratio, clip_cov_lb=cfg.clip_cov_lb,
+                                    clip_cov_ub=cfg.clip_cov_ub, clip_low=1.0, clip_high=1.0, generator=st.gen)
+        st.ctl["selected"] += stats["n_cov_selected"]
+    elif arm == "grpo_klcov":
+        loss, stats = kl_cov_loss(logp, olp, a, m_all, kl_cov_ratio=cfg.kl_cov_ratio, kl_coef=cfg.kl_cov_coef,
+                                  pg_mask=m)
+        st.ctl["selected"] += stats["n_cov_selected"]
+    else:
+        loss, stats = ppo_clip_loss(logp, olp, a, m, clip_low=cfg.clip, clip_high=cfg.clip)
+    st.ctl["clipfrac"] += stats.get("clipfrac", 0.0) * float(m.sum())
+    if arm == "grpo_kl":
+        ref_logp = torch.log_softmax(st.ref(x), -1).gather(1, a_t[:, None])
+        loss = loss + cfg.kl_coef * masked_mean(kl_penalty(logp, ref_logp, "low_var_kl"), m_all)
+    if arm == "grpo_ent":
+        ent = -(logp_all.exp() * logp_all).sum(-1, keepdim=True)
+        loss = loss - cfg.ent_coef * masked_mean(ent, m_all)
+    return loss, logp
+
+
+def _rl_step(st: _ArmRun, step: int, xb: Any, qidx: np.ndarray) -> None:
+    """One RL step: a rollout batch, ``num_minibatches`` optimizer steps on it, what the controls did."""
+    import torch
+
+    cfg = st.ctx.cfg
+    before = Counter(st.ctl)
+    xb, acts_t, old_logp, adv, keep = _rl_batch(st, xb, qidx)
+    regularised = st.arm in REGULARISED
+    perm = torch.randperm(len(acts_t), generator=st.gen)
+    for ix in torch.tensor_split(perm, cfg.num_minibatches):
+        m = keep[ix][:, None]
+        if m.sum() == 0 and not regularised:
+            continue
+        olp = old_logp[ix][:, None]
+        loss, logp = _minibatch_loss(st, xb[ix], acts_t[ix], olp, adv[ix][:, None], m)
+        st.opt.zero_grad()
+        loss.backward()
+        st.opt.step()
+        st.ctl["abs_log_ratio"] += float(((logp.detach() - olp).abs() * m).sum())
+        st.ctl["tokens"] += float(m.sum())
+        st.n_updates += 1
+    d = {k: st.ctl[k] - before[k] for k in ("clipfrac", "abs_log_ratio", "selected", "tokens")}
+    tk = max(d["tokens"], 1.0)
+    st.step_log.append({"step": step, "tokens": d["tokens"], "clip_fraction": d["clipfrac"] / tk,
+                        "mean_abs_log_ratio": d["abs_log_ratio"] / tk, "selected_share": d["selected"] / tk})
+    if st.arm == "grpo_sft_refresh" and step % cfg.refresh_every == 0:
+        ctx = st.ctx
+        t = torch.tensor(_demo_targets(ctx.x["train"].shape[0], ctx.strategies, ctx.weights, 1, st.demo_rng))
+        _sft_steps(st.policy, st.opt, ctx.x["train"], t, cfg.refresh_steps)
+
+
+def _arm_controls(st: _ArmRun) -> dict[str, Any]:
+    """What the arm's controls did over the run (rs_sft: ``tokens`` = successful samples trained on)."""
+    tok = max(st.ctl["tokens"], 1.0)
+    controls: dict[str, Any] = {"updates": float(st.n_updates), "clip_fraction": st.ctl["clipfrac"] / tok,
+                                "mean_abs_log_ratio": st.ctl["abs_log_ratio"] / tok,
+                                "selected_share": st.ctl["selected"] / tok}
+    if st.arm in ("grpo_clipcov", "grpo_klcov"):
+        controls["acted"] = float(controls["selected_share"] > 0 and controls["mean_abs_log_ratio"] > 1e-4)
+    controls["per_step"] = st.step_log
+    return controls
+
+
+def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    """Train a copy of the SFT start with one arm; returns (policy, history, control stats)."""
+    import torch
+
+    cfg = ctx.cfg
+    st = _arm_run(ctx, arm, seed, start)
     x_tr, em_tr = ctx.x["train"], ctx.em["train"]
     n = x_tr.shape[0]
     P, G = cfg.prompts_per_step, cfg.group_size
-    rng = np.random.default_rng([seed, ALL_ARMS.index(arm)])
-    gen = torch.Generator().manual_seed(seed * 7919 + ALL_ARMS.index(arm))
-    demo_rng = random.Random(f"demo-arm/{arm}/{seed}")
-    counts: dict[tuple[int, int], int] = {}
     history: list[dict[str, Any]] = []
-    ctl = Counter()
-    n_updates = 0
-    step_log: list[dict[str, float]] = []  # per RL step: what the controls did
 
     def record(step: int) -> None:
-        st = policy_stats(policy, x_tr, em_tr)
-        history.append({"step": step, "train_success": st["success"], "strategy_entropy": st["strategy_entropy"],
-                        "shares": st["shares"].tolist()})
+        ps = policy_stats(st.policy, x_tr, em_tr)
+        history.append({"step": step, "train_success": ps["success"], "strategy_entropy": ps["strategy_entropy"],
+                        "shares": ps["shares"].tolist()})
 
     record(0)
     for step in range(1, cfg.steps + 1):
-        qidx = np.repeat(rng.choice(n, size=P, replace=n < P), G)
+        qidx = np.repeat(st.rng.choice(n, size=P, replace=n < P), G)
         xb = x_tr[torch.from_numpy(qidx)]
-        if arm == "sft":  # continued SFT: same number of optimizer steps, on fresh demonstrator choices
-            t = torch.tensor(_demo_targets(P * G, ctx.strategies, ctx.weights, 1, demo_rng))
-            mb = P * G // cfg.num_minibatches
-            for k in range(cfg.num_minibatches):
-                _sft_steps(policy, opt, xb[k * mb:(k + 1) * mb], t[k * mb:(k + 1) * mb], 1)
-                n_updates += 1
-        elif arm == "rs_sft":  # SFT on the policy's own successful samples: the data RL rewards
-            with torch.no_grad():
-                acts_t = torch.multinomial(torch.softmax(policy(xb), -1), 1, generator=gen).squeeze(1)
-            ok = torch.from_numpy(em_tr[qidx, acts_t.numpy()] > 0)
-            xs, ts = xb[ok], acts_t[ok]
-            ctl["tokens"] += float(ok.sum())
-            for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
-                if len(tm):
-                    _sft_steps(policy, opt, xm, tm, 1)
-                    n_updates += 1
+        if arm == "sft":
+            _continued_sft_step(st, xb)
+        elif arm == "rs_sft":
+            _rs_sft_step(st, xb, qidx)
         else:
-            before = Counter(ctl)
-            with torch.no_grad():
-                old_logits = policy(xb)
-                acts_t = torch.multinomial(torch.softmax(old_logits, -1), 1, generator=gen).squeeze(1)
-                old_logp = torch.log_softmax(old_logits, -1).gather(1, acts_t[:, None]).squeeze(1)
-            acts = acts_t.numpy()
-            r = em_tr[qidx, acts]
-            if arm == "grpo_majority":  # the positive control: only the majority strategy is paid
-                r = r * (acts == ctx.majority)
-            r = _shaped_rewards(arm, cfg, r, acts, qidx, counts)
-            rt = torch.tensor(r, dtype=torch.float32)
-            adv = grpo_advantages(rt, G, norm_by_std=cfg.norm_adv_by_std and arm != "grpo_darling")
-            # zero-advantage groups leave the policy-gradient term only; the regularisers (KL, entropy,
-            # KL-Cov's penalty) act on every sampled choice, all-tied groups included
-            keep = (rt.reshape(-1, G).std(1) > 0).repeat_interleave(G).float()
-            if arm == "grpo_critique":
-                xb, acts_t, old_logp, adv, keep = _with_refinements(ctx, policy, gen, xb, qidx, acts_t, old_logp,
-                                                                    rt, G, cfg.norm_adv_by_std)
-            regularised = arm in REGULARISED
-            N = len(acts_t)
-            perm = torch.randperm(N, generator=gen)
-            for ix in torch.tensor_split(perm, cfg.num_minibatches):
-                m = keep[ix][:, None]
-                m_all = torch.ones_like(m)
-                if m.sum() == 0 and not regularised:
-                    continue
-                logits = policy(xb[ix])
-                logp_all = torch.log_softmax(logits, -1)
-                logp = logp_all.gather(1, acts_t[ix][:, None])
-                olp, a = old_logp[ix][:, None], adv[ix][:, None]
-                if arm == "grpo_clipcov":
-                    loss, stats = clip_cov_loss(logp, olp, a, m, clip_cov_ratio=cfg.clip_cov_ratio,
-                                                clip_cov_lb=cfg.clip_cov_lb, clip_cov_ub=cfg.clip_cov_ub,
-                                                clip_low=1.0, clip_high=1.0, generator=gen)
-                    ctl["selected"] += stats["n_cov_selected"]
-                elif arm == "grpo_klcov":
-                    loss, stats = kl_cov_loss(logp, olp, a, m_all, kl_cov_ratio=cfg.kl_cov_ratio,
-                                              kl_coef=cfg.kl_cov_coef, pg_mask=m)
-                    ctl["selected"] += stats["n_cov_selected"]
-                else:
-                    loss, stats = ppo_clip_loss(logp, olp, a, m, clip_low=cfg.clip, clip_high=cfg.clip)
-                ctl["clipfrac"] += stats.get("clipfrac", 0.0) * float(m.sum())
-                if arm == "grpo_kl":
-                    ref_logp = torch.log_softmax(ref(xb[ix]), -1).gather(1, acts_t[ix][:, None])
-                    loss = loss + cfg.kl_coef * masked_mean(kl_penalty(logp, ref_logp, "low_var_kl"), m_all)
-                if arm == "grpo_ent":
-                    ent = -(logp_all.exp() * logp_all).sum(-1, keepdim=True)
-                    loss = loss - cfg.ent_coef * masked_mean(ent, m_all)
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                ctl["abs_log_ratio"] += float(((logp.detach() - olp).abs() * m).sum())
-                ctl["tokens"] += float(m.sum())
-                n_updates += 1
-            d = {k: ctl[k] - before[k] for k in ("clipfrac", "abs_log_ratio", "selected", "tokens")}
-            tk = max(d["tokens"], 1.0)
-            step_log.append({"step": step, "tokens": d["tokens"], "clip_fraction": d["clipfrac"] / tk,
-                             "mean_abs_log_ratio": d["abs_log_ratio"] / tk, "selected_share": d["selected"] / tk})
-            if arm == "grpo_sft_refresh" and step % cfg.refresh_every == 0:
-                t = torch.tensor(_demo_targets(n, ctx.strategies, ctx.weights, 1, demo_rng))
-                _sft_steps(policy, opt, x_tr, t, cfg.refresh_steps)
+            _rl_step(st, step, xb, qidx)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
-    tok = max(ctl["tokens"], 1.0)
-    controls: dict[str, Any] = {"updates": float(n_updates),  # rs_sft: "tokens" = successful samples trained on "clip_fraction": ctl["clipfrac"] / tok,
-                "mean_abs_log_ratio": ctl["abs_log_ratio"] / tok, "selected_share": ctl["selected"] / tok}
-    if arm in ("grpo_clipcov", "grpo_klcov"):
-        controls["acted"] = float(controls["selected_share"] > 0 and controls["mean_abs_log_ratio"] > 1e-4)
-    controls["per_step"] = step_log
-    return policy, history, controls
+    return st.policy, history, _arm_controls(st)
 
 
 # --------------------------------------------------------------------------------------------------

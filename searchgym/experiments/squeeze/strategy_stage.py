@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.experiments.squeeze.progress import STAGE
+
 FILE = "strategy_policy.json"
 
 
@@ -68,7 +70,7 @@ def _run_or_reuse(resume: bool, path: Path, stage_cfg: Any, title: str, run: Cal
 
     saved = _saved(path, stage_cfg) if resume else None
     if saved is not None:
-        log(f"[0/6] {title}: reusing {path}")
+        log(f"{STAGE}{title}: reusing {path}")
         return saved
     t0 = time.time()
     res = run()
@@ -86,7 +88,7 @@ def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) 
     scfg = strategy_config(cfg)
 
     def run() -> dict[str, Any]:
-        log(f"[0/6] strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
+        log(f"{STAGE}strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
             f"(preset {scfg.preset!r})")
         res = run_strategy_experiment(scfg)
         for arm in res["arms"].values():
@@ -119,7 +121,7 @@ def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print
     ccfg = contextual_config(cfg)
 
     def run() -> dict[str, Any]:
-        log(f"[0/6] organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, "
+        log(f"{STAGE}organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, "
             f"{ccfg.steps} steps")
         return run_contextual(ccfg)
 

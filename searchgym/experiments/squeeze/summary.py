@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.experiments.squeeze.config import SHIFT_SPLITS
+from searchgym.experiments.squeeze.config import SFT_ARMS, SHIFT_SPLITS
 from searchgym.experiments.squeeze.stats import comparisons, passk_crossing
 
 
@@ -144,7 +144,7 @@ def arm_controls(cfg: Any, arm: str, arm_dir: Path) -> dict[str, Any]:
     without one). Clip-Cov/KL-Cov act when they selected tokens (share > 0) while the ratio moved (mean
     |log ratio| > 1e-4: with one on-policy update per batch the ratio is exactly 1); the KL arm when its
     coefficient and the measured KL to the reference are > 0; the entropy arm when its bonus coefficient is > 0."""
-    if arm == "sft":
+    if arm in SFT_ARMS:
         return {"control": None, "acted": None}
     rows = [r for sd in sorted(arm_dir.glob("seed*")) for r in _read_rows(sd / "metrics.jsonl")]
     a = cfg.arm_args(arm, 1)
@@ -427,7 +427,7 @@ def entropy_law_block(cfg: Any, arms: dict[str, Any]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for arm, b in arms.items():
-        if arm == "sft":
+        if arm in SFT_ARMS:
             continue
         h, r = [], []
         for ser in b.get("series") or []:

@@ -293,6 +293,9 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[
             "label": on[0]["arms"][arm].get("label", arm), "worlds": [_world_seed(s) for s in on], "figures": figs,
             "kl_to_start": {str(_world_seed(s)): ((s.get("dose") or {}).get(arm) or {}).get("kl_to_start_last")
                             for s in on}}
+    from searchgym.experiments.squeeze.random_effects import headline_random_effects
+
+    block.update(headline_random_effects(gated, list(block["arms"]), base))  # the headline's intervals
     return block
 
 

@@ -1,0 +1,127 @@
+"""The squeeze summary's endpoints fixed in advance (issue 31 §3, docs/squeeze.md "Pre-registered endpoints").
+
+Per evaluated split (:func:`split_measures`, called by ``stages.evaluate``): template entropy rarefied to a common
+number of queries with and without the queries that copy the question, the copy rate beside it, and on the
+rename splits the share of episodes that query the entity a former-name passage points to
+(``rename_follow_rate``). Per arm of the summary (:func:`endpoints_block`): the KL to the SFT start per step, the
+train-success change against the start with a CI over seeds, those template measures, and every shift split's
+start value with a mark where the start is too low to show a loss.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+TEMPLATE_RAREFY_N = 96   # queries behind the rarefied template entropy: one n for every arm, split and filter
+FLOOR = 0.2              # a shift split whose start is under this cannot show a loss
+RENAME_SPLITS = ("shift_renamed", "shift_homonym")
+
+
+def _h(xs: np.ndarray) -> float:
+    _, c = np.unique(xs, return_counts=True)
+    p = c / c.sum()
+    return float(-(p * np.log(p)).sum())
+
+
+def rarefied_entropy(labels: list[str], n: int, *, seed: int, draws: int = 50) -> float | None:
+    """Plug-in entropy of ``labels`` averaged over ``draws`` subsamples of ``n`` without replacement (None when
+    fewer than ``n``)."""
+    arr = np.asarray(labels)
+    if len(arr) < n or n < 1:
+        return None
+    rng = np.random.default_rng([seed, n, 11])
+    return float(np.mean([_h(rng.choice(arr, n, replace=False)) for _ in range(draws)]))
+
+
+def split_measures(episodes: list[Any], templater: Any, *, seed: int, examples: list[Any] | None = None,
+                   n: int = TEMPLATE_RAREFY_N, labels: Any = None) -> dict[str, Any]:
+    """``template_entropy_rarefied`` (slot templates of every query), ``template_entropy_rarefied_no_copy``
+    (without the queries that copy the question), ``copy_rate`` and ``template_rarefy_n``; with ``examples``
+    (each episode's question, in order) on a rename split, ``rename_follow_rate``: the share of episodes with a
+    query that names the entity the former name was given to (``metadata['renamed_to']``)."""
+    from searchgym.diversity.core import label_episodes
+
+    lab = labels or label_episodes(episodes, templater=templater, levels=("slot",), group_by_step=False)
+    slots, copies = lab.levels["slot"], lab.copies
+    out: dict[str, Any] = {
+        "template_entropy_rarefied": rarefied_entropy(slots, n, seed=seed),
+        "template_entropy_rarefied_no_copy": rarefied_entropy([t for t, c in zip(slots, copies) if not c], n,
+                                                              seed=seed),
+        "copy_rate": float(np.mean(copies)) if copies else None,
+        "template_rarefy_n": n,
+    }
+    if examples is not None:
+        out["rename_follow_rate"] = rename_follow_rate(episodes, examples)
+    return out
+
+
+def rename_follow_rate(episodes: list[Any], examples: list[Any]) -> float | None:
+    """Share of episodes (with a question that has ``renamed_to``) whose queries name that entity."""
+    hits = []
+    for ep, ex in zip(episodes, examples):
+        target = ((getattr(ex, "metadata", None) or {}).get("renamed_to") or "").lower()
+        if target:
+            hits.append(any(target in (q or "").lower() for q in ep.queries))
+    return float(np.mean(hits)) if hits else None
+
+
+def _mean_ci(xs: list[float | None]) -> dict[str, Any]:
+    a = [float(x) for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    out: dict[str, Any] = {"mean": float(np.mean(a)) if a else None, "ci": None, "n": len(a), "values": a}
+    if len(a) >= 2:
+        from scipy.stats import t
+
+        h = float(t.ppf(0.975, len(a) - 1)) * float(np.std(a, ddof=1)) / math.sqrt(len(a))
+        out["ci"] = [out["mean"] - h, out["mean"] + h]
+    return out
+
+
+_TEMPLATE_KEYS = ("template_entropy_rarefied", "template_entropy_rarefied_no_copy", "copy_rate")
+
+
+def arm_endpoints(evs: list[dict[str, Any]], start_eval: dict[str, Any], dose: dict[str, Any] | None
+                  ) -> dict[str, Any]:
+    """One arm's endpoints from its seeds' evaluations, the start's evaluation and its dose block."""
+    s0 = (start_eval.get("train") or {}).get("success")
+    out: dict[str, Any] = {
+        "kl_to_start": {"steps": (dose or {}).get("steps"), "mean": (dose or {}).get("kl_to_start")},
+        # the start is one model evaluated once: the interval is over the arm's seeds
+        "train_success_change": _mean_ci([e["train"]["success"] - s0 for e in evs] if s0 is not None else []),
+    }
+    for key in _TEMPLATE_KEYS:
+        out[key] = _mean_ci([e["train"].get(key) for e in evs])
+    out["rename_follow_rate"] = {sp: _mean_ci([(e.get(sp) or {}).get("rename_follow_rate") for e in evs])
+                                 for sp in RENAME_SPLITS if sp in evs[0]}
+    return out
+
+
+def shift_floor(start_eval: dict[str, Any], splits: tuple[str, ...]) -> dict[str, Any]:
+    """Every shift split's start value; ``cannot_show_loss`` where it is under :data:`FLOOR`."""
+    out = {}
+    for sp in splits:
+        v = (start_eval.get(sp) or {}).get("success")
+        if v is not None:
+            out[sp] = {"start": v, "cannot_show_loss": bool(v < FLOOR),
+                       "rename_follow_rate": (start_eval.get(sp) or {}).get("rename_follow_rate")}
+    return out
+
+
+def endpoints_block(summary: dict[str, Any], start_eval: dict[str, Any],
+                    arm_results: dict[str, list[dict[str, Any]]]) -> None:
+    """Add the endpoints to ``summary`` in place: per arm under ``arms[ARM]`` (see :func:`arm_endpoints`), the
+    start's template measures under ``start``, ``shift_floor`` and the pre-registered endpoints' names."""
+    from searchgym.experiments.squeeze.config import SHIFT_SPLITS
+    from searchgym.experiments.squeeze.random_effects import PRIMARY_COST_ENDPOINT, PRIMARY_ENDPOINT
+
+    dose = summary.get("dose") or {}
+    for arm, evs in arm_results.items():
+        summary["arms"][arm].update(arm_endpoints(evs, start_eval, dose.get(arm)))
+    for key in _TEMPLATE_KEYS:
+        summary["start"][key] = (start_eval.get("train") or {}).get(key)
+    summary["start"]["rename_follow_rate"] = {sp: (start_eval.get(sp) or {}).get("rename_follow_rate")
+                                              for sp in RENAME_SPLITS if sp in start_eval}
+    summary["shift_floor"] = shift_floor(start_eval, SHIFT_SPLITS)
+    summary["primary_endpoints"] = {"primary": PRIMARY_ENDPOINT, "primary_cost": PRIMARY_COST_ENDPOINT}
