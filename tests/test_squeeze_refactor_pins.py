@@ -62,7 +62,9 @@ def test_lm_run_gives_the_recorded_figures(tmp_path, one_thread):
         assert _deep_close(got, pin), arm
     assert s["dose"]["grpo"]["kl_to_start"] == pytest.approx(pins["dose"], abs=1e-9)
     start = json.loads((tmp_path / "run" / "start_eval" / "eval.json").read_text())
-    assert start["train"]["token_entropy"] == pytest.approx(pins["start_token_entropy"], rel=1e-9)
+    # a float32 mean: the KV-cached, unpadded forward of the faster trainer rounds in another order (1e-9 relative
+    # is below float32's epsilon of 1.2e-7); the sampled tokens and every other figure are exact
+    assert start["train"]["token_entropy"] == pytest.approx(pins["start_token_entropy"], rel=1e-6)
 
 
 def _deep_close(a, b) -> bool:
