@@ -131,3 +131,19 @@ def test_cli_headline_pools_the_listed_worlds_into_readme_and_docs(tmp_path):
     assert "**Across world seeds 0, 1**" in docs.read_text()
     bad = CliRunner().invoke(app, ["squeeze", "--headline", "--out", str(out), "--worlds", str(tmp_path / "nope")])
     assert bad.exit_code == 2 and "summary.json" in bad.output
+
+
+def test_a_nan_seed_value_is_never_a_difference():
+    # issue 33: one NaN seed value gave diff NaN, CI [nan, nan], p 0.0 and the verdict "difference"
+    import math
+
+    from searchgym.experiments.squeeze.stats import diff_ci
+    from searchgym.experiments.squeeze.worlds import pool_diffs
+
+    nan = float("nan")
+    d = diff_ci([0.1, nan, 0.3], [0.5, 0.6, 0.7], margin=0.05)
+    assert d["detectable"] is False and d["verdict"] == "inconclusive" and d["equivalent"] is False
+    out = pool_diffs([([0.1, nan, 0.3], [0.5, 0.6, 0.7]), ([0.2, 0.3, 0.25], [0.6, 0.65, 0.7])], margin=0.05)
+    p = out["pooled"]
+    assert p["verdict"] == "inconclusive" and p["detectable"] is False and p["p"] is None
+    assert all(math.isnan(x) for x in p["ci"])

@@ -45,13 +45,23 @@ def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float 
         h = float(t.ppf(1 - alpha / 2, df)) * se
         out["ci"] = [out["diff"] - h, out["diff"] + h]
         out["mde"] = (float(t.ppf(1 - alpha / 2, df)) + float(t.ppf(power, df))) * se
-        out["detectable"] = not (out["ci"][0] <= 0 <= out["ci"][1])
-        out["p"] = float(2 * t.sf(abs(out["diff"]) / se, df))
+        out["detectable"] = excludes_zero(out["ci"])
+        out["p"] = float(2 * t.sf(abs(out["diff"]) / se, df)) if math.isfinite(se) else None
     if margin is not None:
-        out["equivalent"] = bool(-margin < out["ci"][0] and out["ci"][1] < margin)
+        out["equivalent"] = inside_margin(out["ci"], margin)
         out["verdict"] = "difference" if out["detectable"] else ("equivalent" if out["equivalent"] else
                                                                   "inconclusive")
     return out
+
+
+def excludes_zero(ci: list[float]) -> bool:
+    """A finite interval that does not cover 0 (a non-finite one shows nothing: never "difference")."""
+    return all(math.isfinite(x) for x in ci) and not (ci[0] <= 0 <= ci[1])
+
+
+def inside_margin(ci: list[float], margin: float) -> bool:
+    """A finite interval inside ``(-margin, margin)`` (the equivalence test)."""
+    return all(math.isfinite(x) for x in ci) and bool(-margin < ci[0] and ci[1] < margin)
 
 
 def holm(pvalues: list[float | None]) -> list[float | None]:

@@ -26,7 +26,14 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
-from searchgym.experiments.squeeze.stats import COMPARED, diff_ci, holm_into, margin_for
+from searchgym.experiments.squeeze.stats import (
+    COMPARED,
+    diff_ci,
+    excludes_zero,
+    holm_into,
+    inside_margin,
+    margin_for,
+)
 
 # Settings that may differ between the runs of one multi-world comparison (where they write, how fast, which
 # arms and extra stages ran); any other config difference is reported, as the worlds would not be comparable.
@@ -209,9 +216,11 @@ def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | 
         df = var ** 2 / den
         h = float(t.ppf(1 - alpha / 2, df)) * se
         pooled.update(ci=[mean - h, mean + h], p=float(2 * t.sf(abs(mean) / se, df)), df=df)
-    pooled["detectable"] = not (pooled["ci"][0] <= 0 <= pooled["ci"][1])
+    if not (math.isfinite(mean) and math.isfinite(se)):
+        pooled.update(ci=[math.nan, math.nan], p=None)  # a NaN seed value: no interval, never a "difference"
+    pooled["detectable"] = excludes_zero(pooled["ci"])
     if margin is not None:
-        eq = bool(-margin < pooled["ci"][0] and pooled["ci"][1] < margin)
+        eq = inside_margin(pooled["ci"], margin)
         pooled.update(margin=margin, equivalent=eq,
                       verdict="difference" if pooled["detectable"] else ("equivalent" if eq else "inconclusive"))
     out["pooled"] = pooled
