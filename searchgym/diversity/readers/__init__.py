@@ -119,8 +119,8 @@ from searchgym.diversity.readers.textlogs import (
 )
 from searchgym.diversity.readers.transcripts import (
     _PARSERS,
+    ParsedRecord,
     _Opts,
-    _Parsed,
     find_turns,
     parse_question,
     split_response,
@@ -158,7 +158,7 @@ def read_run(path: str | os.PathLike[str], fmt: str = "auto", *, query_tags: Any
         raise ConfigError(f"run {p} does not exist")
     tags = _tags(query_tags)
     stats = ReadStats(format=fmt)
-    parsed: list[_Parsed] = []
+    parsed: list[ParsedRecord] = []
     formats: list[str] = []
     for default_step, f in _files(p):
         opts = _Opts(query_tags=tags, text_field=text_field, step_field=step_field, question_field=question_field,
@@ -190,7 +190,7 @@ def _check_format(fmt: str, compiled: dict[str, Any] | None, text_field: str | N
 
 
 def _read_file(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool, default_step: int | None,
-               parsed: list[_Parsed]) -> str:
+               parsed: list[ParsedRecord]) -> str:
     """Append the parsed episodes of one file to ``parsed``; return the format it was read in."""
     try:
         src = C.load(f)
@@ -221,7 +221,7 @@ def _read_file(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool, 
     return ffmt
 
 
-def _settle(parsed: list[_Parsed], stats: ReadStats) -> list[Episode]:
+def _settle(parsed: list[ParsedRecord], stats: ReadStats) -> list[Episode]:
     """The episodes, with calls that no observation answered adopted (a run without any observation) or
     counted as never executed; the notes that say so."""
     n_obs = sum(n for _, _, n in parsed)
@@ -248,7 +248,7 @@ def _settle(parsed: list[_Parsed], stats: ReadStats) -> list[Episode]:
 
 
 def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool,
-                  default_step: int | None) -> Iterator[_Parsed]:
+                  default_step: int | None) -> Iterator[ParsedRecord]:
     f = src.path
     parser = _PARSERS.get(fmt) or {"tree": parse_tree, "map": parse_mapped}.get(fmt)
     if parser is None:

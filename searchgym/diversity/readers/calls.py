@@ -147,7 +147,7 @@ def _is_output_item(node: dict) -> bool:
     return "output" in t or "result" in t or t in ("tool", "observation", "function")
 
 
-def call_at(node: dict, path: str, nxt: Any, search_tools: frozenset[str]) -> Found | None:
+def call_at(node: dict[str, Any], path: str, nxt: Any, search_tools: frozenset[str]) -> Found | None:
     """The call this node is, if any (``nxt``: the item after it in its list, which may hold its output)."""
     nk, name = _name(node)
     if nk is None or _is_output_item(node) and not searchy(name, search_tools):

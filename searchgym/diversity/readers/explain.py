@@ -134,7 +134,7 @@ def _candidates(obj: Any, path: str = "", found: list | None = None, depth: int 
     return found
 
 
-def suggest(rec: dict) -> dict[str, str]:
+def suggest(rec: dict[str, Any]) -> dict[str, str]:
     """A ``--map`` for a record nothing was found in: the likeliest query field, and the question."""
     fm: dict[str, str] = {}
     cands = sorted(_candidates(rec), key=lambda c: -c[0])

@@ -125,7 +125,7 @@ def as_gold(v: Any) -> Any:
     return None
 
 
-def record_fields(obj: dict) -> dict[str, tuple[str, Any]]:
+def record_fields(obj: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     """Field name -> (path, value) for the fields of a record that are found by name."""
     out: dict[str, tuple[str, Any]] = {}
     for name, keys, accept in (("question", TREE_QUESTION_KEYS, as_text), ("reward", REWARD_KEYS, as_number),

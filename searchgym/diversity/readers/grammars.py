@@ -179,7 +179,7 @@ class _Scan:
 
     __slots__ = ("asm", "kinds", "names", "next_tok", "nl", "rb", "react_obs_start", "text", "toks")
 
-    def __init__(self, text: str, toks: list, asm: _Assembler, kinds: dict[str, tuple[str, Any]],
+    def __init__(self, text: str, toks: list[Any], asm: _Assembler, kinds: dict[str, tuple[str, Any]],
                  names: dict[str, str]) -> None:
         self.text, self.toks, self.asm, self.kinds, self.names = text, toks, asm, kinds, names
         self.nl, self.rb = _Next(text, "\n"), _Next(text, "]")

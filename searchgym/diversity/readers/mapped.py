@@ -14,7 +14,7 @@ from searchgym.diversity.readers import tree as T
 from searchgym.diversity.readers.calls import _evidence, query_of
 from searchgym.diversity.readers.outcomes import is_refusal
 from searchgym.diversity.readers.records import Episode, ReadStats
-from searchgym.diversity.readers.transcripts import _Opts, _Parsed
+from searchgym.diversity.readers.transcripts import ParsedRecord, _Opts
 from searchgym.errors import TrajectoryFormatError
 
 
@@ -74,7 +74,7 @@ def _value(obj: Any, fieldmap: dict[str, Any], name: str, found: dict[str, tuple
 
 
 def parse_mapped(obj: Any, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                 default_step: int | None) -> _Parsed:
+                 default_step: int | None) -> ParsedRecord:
     """One episode object read through ``opts.fieldmap``."""
     fm = opts.fieldmap or {}
     if not isinstance(obj, (dict, list)):

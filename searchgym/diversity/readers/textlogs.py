@@ -29,11 +29,11 @@ from searchgym.diversity.readers.records import (
     ReadStats,
 )
 from searchgym.diversity.readers.transcripts import (
+    ParsedRecord,
     _finish,
     _Opts,
     _parse_sequence,
     _parse_verl,
-    _Parsed,
 )
 from searchgym.errors import TrajectoryFormatError
 
@@ -41,7 +41,7 @@ from searchgym.errors import TrajectoryFormatError
 def _react_log_records(path: str | os.PathLike[str] | Source, *,
                        query_tags: tuple[tuple[str, str], ...] = DEFAULT_QUERY_TAGS,
                        stats: ReadStats | None = None, lenient: bool = False,
-                       search_tools: tuple[str, ...] = ()) -> Iterator[_Parsed]:
+                       search_tools: tuple[str, ...] = ()) -> Iterator[ParsedRecord]:
     """Parsed episodes of a plain-text ReAct log (see the module docstring). An episode opens at a
     ``Question:`` line, or, in a log without any, at a ``Claim:`` / ``Instruction:`` / ``Task:`` line. A trial /
     attempt is the episode's ``series``, never its training ``step``: retries are not training."""
@@ -81,7 +81,7 @@ def _header_of(text: str) -> re.Pattern:
 class _ReactLog:
     """The state of a ReAct log read line by line: the open episode, its trial and its outcome."""
 
-    def __init__(self, name: str, opts: _Opts, stats: ReadStats, header: re.Pattern) -> None:
+    def __init__(self, name: str, opts: _Opts, stats: ReadStats, header: re.Pattern[str]) -> None:
         self.name, self.opts, self.stats, self.header = name, opts, stats, header
         self.series: str | None = None
         self.success: bool | None = None
@@ -90,7 +90,7 @@ class _ReactLog:
         self.cur_q: str | None = None
         self.cur_line = 0
 
-    def flush(self) -> Iterator[_Parsed]:
+    def flush(self) -> Iterator[ParsedRecord]:
         if self.cur_q is not None:
             asm = _Assembler(self.opts.search_tools)
             body = "\n".join(self.cur)
@@ -103,7 +103,7 @@ class _ReactLog:
             yield _finish(asm, self.stats, meta, self.cur_q, self.opts, success=success)
         self.cur, self.cur_q = [], None
 
-    def line(self, lineno: int, line: str) -> Iterator[_Parsed]:
+    def line(self, lineno: int, line: str) -> Iterator[ParsedRecord]:
         low = line.lower()
         if self.skipping:
             self.skipping = not ("(end of examples)" in low or "end previous trial" in low)
@@ -142,7 +142,7 @@ def _marker(stripped: str, low: str) -> dict[str, Any] | None:
     return {} if low.startswith("correct answer:") else None
 
 
-def _train_log_records(src: Source, opts: _Opts, stats: ReadStats, lenient: bool) -> Iterator[_Parsed]:
+def _train_log_records(src: Source, opts: _Opts, stats: ReadStats, lenient: bool) -> Iterator[ParsedRecord]:
     """Parsed samples of a training stdout log (``logs``): each a decoded sequence (or a prompt and its
     response) with its step."""
     text = src.data.decode("utf-8", errors="replace")

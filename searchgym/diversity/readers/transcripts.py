@@ -182,7 +182,7 @@ def _record_meta(obj: dict, path: Path, lineno: int, *, step_field: str | None, 
             "question_id": _str_or_none(qid), "source_line": lineno}
 
 
-_Parsed = tuple[Episode, list[tuple[str, int, str]], int]
+ParsedRecord = tuple[Episode, list[tuple[str, int, str]], int]
 
 
 class _Opts:
@@ -211,7 +211,7 @@ def _grammar_name(open_tag: str) -> str:
 
 def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: str | None,
             opts: _Opts, answer_field: str | None = None, success: bool | None = None, *,
-            obj: dict | None = None, text: str | None = None) -> _Parsed:
+            obj: dict | None = None, text: str | None = None) -> ParsedRecord:
     """The parsed episode. ``text``: the transcript, searched for a question (``### Instruction:``,
     ``Question:``) before its first call when no field gave one; ``obj``: the record, for evidence kept
     beside the transcript (``search_information``, ``retrieved_docs``…)."""
@@ -275,7 +275,7 @@ def _question_in_text(text: str, query_tags: tuple[tuple[str, str], ...]) -> str
 
 
 def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                default_step: int | None) -> _Parsed:
+                default_step: int | None) -> ParsedRecord:
     inp, out = obj.get("input"), obj.get("output")
     if not isinstance(out, str):
         raise TrajectoryFormatError(f"verl rollout line needs a string 'output' (keys: {sorted(obj)[:12]})")
@@ -297,7 +297,7 @@ def _without(obj: dict, keys: tuple[str, ...]) -> dict:
 
 
 def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                    default_step: int | None) -> _Parsed:
+                    default_step: int | None) -> ParsedRecord:
     key = opts.field
     val = obj.get(key) if key else None
     if key and val is None:
@@ -324,7 +324,7 @@ def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: 
 
 
 def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                 default_step: int | None) -> _Parsed:
+                 default_step: int | None) -> ParsedRecord:
     key = opts.field or "traj"
     _, val = _lookup(obj, (key,))
     if not isinstance(val, str):
@@ -396,7 +396,7 @@ def _content(m: dict) -> str:
 
 
 def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                default_step: int | None) -> _Parsed:
+                default_step: int | None) -> ParsedRecord:
     mkey, msgs = find_turns(obj)
     if not isinstance(msgs, list):
         raise TrajectoryFormatError(f"chat record needs a list of role/content turns (keys: {sorted(obj)[:12]})")
@@ -465,7 +465,7 @@ def _last_answer(msgs: list) -> str | None:
 
 
 def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                   default_step: int | None) -> _Parsed:
+                   default_step: int | None) -> ParsedRecord:
     tf = opts.text_field or ""
     val = _get(obj, tf)
     if val is None:
@@ -493,7 +493,7 @@ def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _
 
 
 def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-                     default_step: int | None) -> _Parsed:
+                     default_step: int | None) -> ParsedRecord:
     from searchgym.trajectory import Trajectory
 
     # checked here as well as by Trajectory.from_dict, so that older schema code cannot let them through

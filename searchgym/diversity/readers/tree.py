@@ -35,9 +35,9 @@ from searchgym.diversity.readers.records import (
     _lookup,
 )
 from searchgym.diversity.readers.transcripts import (
+    ParsedRecord,
     _chat_question,
     _Opts,
-    _Parsed,
     find_turns,
     parse_question,
     split_response,
@@ -228,8 +228,8 @@ def _outcome(fs: dict[str, tuple[str, Any]], chosen: Reading | None, leaves: lis
     return None, None, None
 
 
-def parse_tree(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
-               default_step: int | None) -> _Parsed:
+def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, opts: _Opts,
+               default_step: int | None) -> ParsedRecord:
     """One record read by the generic reader (a ``_PARSERS`` entry)."""
     rs, leaves = readings(obj, opts)
     chosen = best(rs)
