@@ -47,7 +47,7 @@ def test_a_one_seed_report_leads_with_the_strategy_policy_and_calls_the_lm_a_pip
     monkeypatch.setattr(report, "_organism_details", lambda s: [])
     lines = report._report_verdict(_summary(1))
     text = "\n".join(lines)
-    assert lines[0] == "## What this run shows"
+    assert lines[0] == "## Verdict: what this run shows"
     first = text.index("strategy policy collapses under GRPO")
     assert first < text.index("pipeline check") < text.index("## Details")
     # terms defined where they first appear

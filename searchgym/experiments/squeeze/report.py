@@ -588,7 +588,7 @@ def _demo_lead(summary: dict[str, Any]) -> list[str]:
     collapse under GRPO, every term defined where it first appears; the LM part in one line: a pipeline check,
     and what the full run found."""
     sp = summary.get("strategy_policy")
-    lines = ["## What this run shows", ""]
+    lines = ["## Verdict: what this run shows", ""]
     if sp and "grpo" in sp.get("arms", {}):
         st, gr = sp["start"], sp["arms"]["grpo"]
         sft = (sp["arms"].get("sft") or {}).get("strategy_entropy")
