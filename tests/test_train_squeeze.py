@@ -141,6 +141,7 @@ def test_cli_headline_without_summary_is_a_clear_error(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the whole demo: minutes on 2 cores, more on a busy machine
 def test_squeeze_quick_cli(tmp_path):
     """The `make demo` command, in full (minutes)."""
     from typer.testing import CliRunner
