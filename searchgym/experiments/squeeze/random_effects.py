@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.experiments.squeeze.worlds import _values  # one reader of an arm's per-seed values
+
 # Fixed before the run that fills the headline (docs/squeeze.md "Pre-registered endpoints").
 PRIMARY_ENDPOINT = "strategy_entropy_rarefied"
 PRIMARY_COST_ENDPOINT = "test_success"
@@ -74,16 +76,6 @@ def world_difference(a: list[float], b: list[float]) -> tuple[float, float] | No
         return None
     return (float(np.mean(a)) - float(np.mean(b)),
             float(np.var(a, ddof=1)) / len(a) + float(np.var(b, ddof=1)) / len(b))
-
-
-def _values(arm: dict[str, Any] | None, key: str) -> list[float]:
-    if not arm:
-        return []
-    if key.startswith("shift:"):
-        block = (arm.get("shift") or {}).get(key[len("shift:"):]) or {}
-    else:
-        block = arm.get(key) or {}
-    return [float(x) for x in (block.get("values") or []) if x is not None]
 
 
 def random_effects_block(summaries: list[dict[str, Any]], arm: str = "grpo", base: str = "sft",
