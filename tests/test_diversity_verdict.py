@@ -85,6 +85,21 @@ def test_two_runs_on_the_same_questions_with_equal_mixes_are_not_different():
     assert ent["noise"] > 0
 
 
+def test_a_tiny_negative_difference_between_runs_prints_no_negative_zero():
+    """Issue 35: no ``-0.00`` anywhere; between runs, a difference that rounds to zero prints as +0.00."""
+    a = _run({0: 0.3}, seed=3, eps_per_step=200)
+    b = [Episode(queries=list(e.queries), step=e.step, question=e.question, question_id=e.question_id,
+                 reward=e.reward) for e in a]
+    first_copy = next(e for e in b if e.question in e.queries)  # one copy-question query becomes a fragment:
+    first_copy.queries[first_copy.queries.index(first_copy.question)] = "town Ada met"  # copy rate -1/600
+    comps = compare("A", "B", Run("A", "a", "x", a), Run("B", "b", "x", b), _lab(a), _lab(b),
+                    classes=STRATEGIES, n_boot=200, seed=0)
+    copy = next(c for c in comps if c["metric"] == "copy_rate")
+    assert -0.005 < copy["diff"] < 0, copy
+    text = " ".join(c["sentence"] for c in comps)
+    assert "difference +0.00" in text and "-0.00" not in text, text
+
+
 def test_two_runs_that_differ_are_told_apart_with_the_right_sign():
     a, b = _run({0: 0.1}, seed=5), _run({0: 0.9}, seed=6)
     comps = compare("SFT", "RL", Run("SFT", "a", "x", a), Run("RL", "b", "x", b), _lab(a), _lab(b),

@@ -352,7 +352,7 @@ def _beside(metric: str, m: dict[str, Any], where: str, name_a: str, name_b: str
     d, ci = m[metric]
     word = _verdict_word(metric, ci, name_a, name_b)
     return {"where": where, "diff": d, "ci": ci, "verdict": word, "n": m["n"], "noise": m["noise"],
-            "text": f"{where}: {word}, {d:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}], n = {m['n']}"}
+            "text": f"{where}: {word}, {_f(d, '+')} [{_f(ci[0], '+')}, {_f(ci[1], '+')}], n = {m['n']}"}
 
 
 def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b: Any, *,
@@ -390,10 +390,10 @@ def compare(name_a: str, name_b: str, run_a: Any, run_b: Any, lab_a: Any, lab_b:
     for metric in ("strategy_entropy", "copy_rate"):
         d, ci = lead[metric]
         word = _verdict_word(metric, ci, name_a, name_b)
-        sentence = (f"{metric.replace('_', ' ')} {name_b} vs {name_a}: {word}, difference {d:+.2f} "
-                    f"[{ci[0]:+.2f}, {ci[1]:+.2f}] {where}, n = {n}")
+        sentence = (f"{metric.replace('_', ' ')} {name_b} vs {name_a}: {word}, difference {_f(d, '+')} "
+                    f"[{_f(ci[0], '+')}, {_f(ci[1], '+')}] {where}, n = {n}")
         if metric == "strategy_entropy":
-            sentence += f"; same-run noise (split-half) {noise:.2f}; mix: {name_a} {_top(lead['ea'], code_of)}, " \
+            sentence += f"; same-run noise (split-half) {_f(noise)}; mix: {name_a} {_top(lead['ea'], code_of)}, " \
                         f"{name_b} {_top(lead['eb'], code_of)}"
         row = {"a": name_a, "b": name_b, "matched_questions": n_matched, "metric": metric, "diff": d, "ci": ci,
                "verdict": word, "confounds": confounds, "noise": noise if metric == "strategy_entropy" else None,
@@ -418,7 +418,7 @@ def _mi_row(name_a: str, name_b: str, n_matched: int, confounds: list[str], mi: 
                 "sentence": f"question MI {name_b} vs {name_a}: not available ({why})"}
     return {"a": name_a, "b": name_b, "matched_questions": n_matched, "metric": "mi_question", "diff": mb - ma,
             "ci": None, "verdict": "no CI (point estimates)", "confounds": confounds,
-            "sentence": f"question MI {name_b} vs {name_a}: {ma:.2f} → {mb:.2f} nats (no CI)"}
+            "sentence": f"question MI {name_b} vs {name_a}: {_f(ma)} → {_f(mb)} nats (no CI)"}
 
 
 __all__ = ["MIN_MATCHED", "N_CAP", "compare", "trend"]
