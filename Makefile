@@ -58,8 +58,10 @@ squeeze-worlds: $(STAMP)
 # full pipeline runs (-m slow); .ci/run runs both. SLOW_ARGS narrows the slow run (.ci/run leaves out what its other
 # steps already run).
 SLOW_ARGS ?=
+# The fast suite in parallel (pytest-xdist): one worker per core, at most 4; TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses 4 --dist worksteal
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow $(SLOW_ARGS)

@@ -34,6 +34,7 @@ def _tiny_cfg(out, **kw):
     return cfg
 
 
+@pytest.mark.slow  # an end-to-end squeeze run with its resume (about 75 s on 2 idle cores); .ci/run runs it
 def test_squeeze_tiny_run_report_and_resume(tmp_path, one_thread):
     from searchgym.experiments.squeeze import experiment as sq
 

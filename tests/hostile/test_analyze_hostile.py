@@ -129,6 +129,7 @@ def test_out_naming_an_existing_file_is_one_line_without_errno(tmp_path):
     assert blocker.read_text() == "not a folder"
 
 
+@pytest.mark.slow  # a 200,000-episode soak (about 20 s on 2 idle cores); .ci/run runs it
 def test_a_large_json_array_is_streamed(tmp_path):
     """A .json array of many small episode objects is read record by record: memory stays near that of the
     episodes themselves, not of the whole parsed document plus copies."""
