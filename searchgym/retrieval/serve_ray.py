@@ -1,12 +1,13 @@
 """Retrieval past one machine on Ray Serve: the parts that need no Ray (shard sets, replies, merge, client).
 
 ``searchgym serve-ray INDEX`` (:mod:`.serve_ray_app`) deploys one Serve deployment per shard of a sharded BM25
-index and an ingress that fans each batch out to them and merges. This module holds what both sides share:
+index (or of a split Flat dense index) and an ingress that fans each batch out to them and merges. This module
+holds what both sides share:
 
 - :func:`shard_sources` / :func:`check_shard_set`: which shards an INDEX argument names (a sharded index, the
   output of ``searchgym index split``, or shard directories listed one by one), checked before anything is
-  deployed: one corpus fingerprint, shard i of N exactly once each, contiguous rows whose counts add up to the
-  corpus. A shard listed twice or shards of two builds are refused, never merged.
+  deployed: one corpus fingerprint, one kind (BM25 or dense), shard i of N exactly once each, contiguous rows
+  whose counts add up to the corpus. A shard listed twice or shards of two builds are refused, never merged.
 - :func:`validate_reply`: a shard's answer is checked before the merge (rows in the shard's range, finite
   scores, at most k hits in (score desc, row asc) order, no duplicate rows or ids).
 - :func:`merge_replies`: the exact top k across shards. Each shard answers its own top k by (score descending,
@@ -14,7 +15,9 @@ index and an ingress that fans each batch out to them and merges. This module ho
   position) is the single index's order by (score, global row): identical top k, ties included.
 - :class:`RayServeRetriever`: the retriever spec ``ray://APP`` (``gym.make(..., retriever="ray://APP")``), a
   client of a running app with a sync ``batch_search`` and an awaitable ``abatch_search``; every rollout worker
-  on every node shares the one deployment instead of loading the index.
+  on every node shares the one deployment instead of loading the index. A shard that stays down is
+  :class:`ShardUnavailableError`; a partial answer (the live shards' exact merge, the missing shards named) only
+  when asked (``allow_partial=True``, :meth:`RayServeRetriever.batch_search_partial`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
-"""``searchgym serve-ray``: a sharded BM25 index on Ray Serve (shard deployments, an ingress, exact merge).
+"""``searchgym serve-ray``: a sharded index on Ray Serve (shard deployments, an ingress, exact merge).
 
-- One deployment per shard (:class:`ShardSearcher`, ``shard-000`` ...), ``--replicas`` replicas each. A replica
-  memory-maps its shard (its own split directory, or the sharded index, searching only its shard) and answers
-  with searchgym's exact kernel; ``@serve.batch`` gathers concurrent calls into one kernel call.
+- One deployment per shard (:class:`ShardSearcher`, ``shard-000`` ...), ``--replicas`` replicas each. A BM25
+  replica memory-maps its shard (its own split directory, or the sharded index, searching only its shard) and
+  answers with searchgym's exact kernel; ``@serve.batch`` gathers concurrent calls into one kernel call. A dense
+  replica (a row range of a Flat index, ``index split --shards N``) holds its FAISS shard and the query encoder,
+  on its GPU when ``--gpus-per-shard`` gave it one, and encodes each request's queries as one batch.
 - One ingress (:class:`SearchIngress`): fans a batch out to every shard through ``DeploymentHandle`` s, checks
   each reply (:func:`~searchgym.retrieval.serve_ray.validate_reply`) and merges exactly. Over HTTP it is the
   unchanged ``searchgym serve`` app (:func:`~searchgym.retrieval.server.create_app`: Search-R1 JSON,
@@ -10,7 +12,7 @@
   (``retriever="ray://APP"``) its ``search`` method returns Hits.
 - Faults: a call whose replica died (or that timed out) is sent again, up to ``retries`` times with a short
   backoff, and Serve replaces the replica; a shard that stays down is :class:`ShardUnavailableError` naming it
-  (HTTP 503), never a partial result.
+  (HTTP 503), never a partial result unless the caller asks (``search_partial``, ``"allow_partial": true``).
 
 Imports Ray Serve at import time: ``pip install 'searchgym[ray]'``.
 """
