@@ -299,7 +299,7 @@ class RayServeRetriever:
             return [[] for _ in queries]
         return self._call("search", queries, int(k), timeout=self.timeout)
 
-    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Hit]], list[dict]]:
+    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Hit]], list[dict[str, Any]]]:
         """``(hits, missing)``: the exact top ``k`` over the shards that answered, and ``{"shard", "of",
         "error"}`` for each shard that stayed down (empty: the answer is complete). Still
         :class:`ShardUnavailableError` when no shard answered."""

@@ -235,7 +235,7 @@ class _HttpRetriever:
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Any]]:
         return self._shards.search_sync(check_queries(queries), int(k))  # type: ignore[return-value]
 
-    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Any]], list[dict]]:
+    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Any]], list[dict[str, Any]]]:
         return self._shards.search_sync(check_queries(queries), int(k), True)  # type: ignore[return-value]
 
 
