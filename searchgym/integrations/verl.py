@@ -2,7 +2,8 @@
 
 verl 0.9 removed its own search tool; this one takes the same ``query_list`` argument and runs each call
 as one ``SearchEnv`` search step (same parsing, retrieval and ``<information>`` formatting as everywhere in
-searchgym), over an in-process index or an ``http://`` retrieval server. Config keys (verl 0.9.1)::
+searchgym), over an in-process index, an ``http://`` retrieval server or a ``ray://APP`` Ray Serve app
+(neither of the last two needs a dataset: the tool only searches). Config keys (verl 0.9.1)::
 
     actor_rollout_ref.rollout.multi_turn.enable=True
     actor_rollout_ref.rollout.multi_turn.tool_config_path=<TOOL_CONFIG>   # python -m searchgym.integrations.verl
@@ -18,13 +19,12 @@ into ``rollout_data_dir/<step>.jsonl``, where ``searchgym analyze`` can read the
 
 from __future__ import annotations
 
-import asyncio
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from uuid import uuid4
 
-from searchgym.integrations._common import build_env, require
+from searchgym.integrations._common import require
+from searchgym.integrations.verl_search import SearchToolCore
 
 TOOL_CONFIG = str(Path(str(resources.files("searchgym.integrations") / "configs" / "verl_search_tool.yaml")))
 
@@ -33,25 +33,14 @@ require("verl")
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
-_PLACEHOLDER = None
-
-
-def _placeholder_example() -> Any:
-    """The question posed to the tool's env: a search tool has no question, only queries."""
-    global _PLACEHOLDER
-    if _PLACEHOLDER is None:
-        from searchgym.data import QAExample
-
-        _PLACEHOLDER = QAExample(id="verl-tool", question="(search tool call)", answers=[])
-    return _PLACEHOLDER
-
 
 class SearchgymSearchTool(BaseTool):
-    """``search(query_list: list[str])`` over searchgym's retrieval, one SearchEnv search step per call.
+    """``search(query_list: list[str])`` over searchgym's retrieval, one SearchEnv search step per call
+    (:class:`~searchgym.integrations.verl_search.SearchToolCore`, here in verl's types).
 
     Config keys: ``corpus`` (None: the embedded world), ``retriever`` (None / ``bm25`` / ``dense`` /
-    ``hybrid`` / an ``http://`` URL), ``topk`` (3), ``world_seed`` (0). A call with a missing or wrong-typed
-    ``query_list`` gets the env's corrective message back (tool reward 0), never an exception.
+    ``hybrid`` / an ``http://`` URL / ``ray://APP``), ``topk`` (3), ``world_seed`` (0). A call with a missing or
+    wrong-typed ``query_list`` gets the env's corrective message back (tool reward 0), never an exception.
     """
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None = None):
@@ -59,54 +48,21 @@ class SearchgymSearchTool(BaseTool):
         if tool_schema is None:
             tool_schema = OpenAIFunctionToolSchema.model_validate(_default_schema())
         super().__init__(config, tool_schema)
-        self._env_kwargs = {"corpus": config.get("corpus"), "retriever": config.get("retriever"),
-                            "top_k": int(config.get("topk", config.get("top_k", 3))),
-                            "world_seed": int(config.get("world_seed", 0)), "max_turns": 1, "budget_notice": False}
-        self._idle: list[Any] = [self._new_env()]  # builds (or finds memoised) the retriever now, not mid-rollout
-        self._instances: dict[str, dict[str, Any]] = {}
-
-    def _new_env(self) -> Any:
-        return build_env(**self._env_kwargs)
+        self._core = SearchToolCore(config)
 
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
-        instance_id = instance_id or str(uuid4())
-        self._instances[instance_id] = {"queries": []}
-        return instance_id, ToolResponse()
+        return await self._core.create(instance_id), ToolResponse()
 
     async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
                       ) -> tuple[ToolResponse, float, dict]:
-        # Retrieval may block (a remote server): run it off the event loop, one env per concurrent call.
-        text, metrics = await asyncio.to_thread(self._search, parameters)
-        state = self._instances.setdefault(instance_id, {"queries": []})
-        state["queries"].extend(metrics.get("queries", []))
-        return ToolResponse(text=text), 0.0, metrics
-
-    def _search(self, parameters: Any) -> tuple[str, dict[str, Any]]:
-        from searchgym.integrations._common import tool_step
-
-        try:
-            env = self._idle.pop()  # atomic under the GIL; concurrent calls each get their own env
-        except IndexError:
-            env = self._new_env()
-        try:
-            env.reset(options={"example": _placeholder_example()})
-            args = dict(parameters) if isinstance(parameters, dict) else {"query_list": parameters}
-            if "query" in args and "query_list" not in args and isinstance(args["query"], list):
-                args["query_list"] = args.pop("query")
-            text, info = tool_step(env, "search", args)
-        finally:
-            self._idle.append(env)
-        if info is None or info["kind"] != "search":
-            return text, {"status": "error", "error": (info or {}).get("error"), "query_count": 0,
-                          "total_results": 0, "queries": []}
-        return text, {"status": "success", "query_count": len(info["queries"]),
-                      "total_results": len(info["doc_ids"]), "queries": list(info["queries"])}
+        text, reward, metrics = await self._core.execute(instance_id, parameters)
+        return ToolResponse(text=text), reward, metrics
 
     async def calc_reward(self, instance_id: str, **kwargs: Any) -> float:
         return 0.0
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
-        self._instances.pop(instance_id, None)
+        await self._core.release(instance_id)
 
 
 def _default_schema() -> dict[str, Any]:

@@ -150,22 +150,39 @@ def search_cmd(
 
 
 def index_split(
-    path: Annotated[Path, typer.Argument(metavar="DIR", help="A sharded index (built with --shards).")],
+    path: Annotated[Path, typer.Argument(metavar="DIR", help=(
+        "A sharded BM25 index (built with --shards), or a Flat dense index (built with --dense MODEL, or an "
+        "imported IndexFlatIP) to split into --shards row ranges."))],
     out: Annotated[Path, typer.Option("--out", "-o", metavar="DIR", help="Where to write shard-000, shard-001, ...")],
+    shards: Annotated[Optional[int], typer.Option("--shards", min=1, help=(  # noqa: UP045
+        "A dense index: how many shards (row ranges) to write.")) ] = None,
+    shard_size: Annotated[Optional[int], typer.Option("--shard-size", min=1, help=(  # noqa: UP045
+        "A dense index: passages per shard (instead of --shards).")) ] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace existing shard directories.")] = False,
 ) -> None:
-    """Split a sharded index into one index directory per shard, to serve each with `searchgym serve`."""
+    """Split an index into one index directory per shard, to serve them all with `searchgym serve-ray OUT`
+    (or a BM25 shard alone with `searchgym serve`)."""
     from rich.console import Console
 
-    from searchgym.errors import SearchGymError
-    from searchgym.retrieval.split import split_sharded_index
+    from searchgym.errors import ConfigError, SearchGymError
+    from searchgym.retrieval.index import read_manifest
+    from searchgym.retrieval.sharded import NAME as SHARDED
+    from searchgym.retrieval.split import split_dense_index, split_sharded_index
 
     try:
-        dirs = split_sharded_index(path, out, overwrite=overwrite)
+        if SHARDED in read_manifest(path)["backends"]:
+            if shards is not None or shard_size is not None:
+                raise ConfigError(f"{path} is a sharded BM25 index: it splits into the shards it was built with "
+                                  "(drop --shards / --shard-size)")
+            dirs = split_sharded_index(path, out, overwrite=overwrite)
+        elif shards is None and shard_size is None:
+            raise ConfigError(f"{path} is not a sharded BM25 index; to split a dense one give --shards N")
+        else:
+            dirs = split_dense_index(path, out, shards=shards, shard_size=shard_size, overwrite=overwrite)
     except SearchGymError as exc:
         _fail(exc)
-    Console().print(f"[green]wrote[/] {len(dirs)} shard indexes under {out}: serve each with "
-                    f"`searchgym serve {dirs[0]} --port PORT`, or all of them with `searchgym serve-ray {out}`")
+    Console().print(f"[green]wrote[/] {len(dirs)} shard indexes under {out}: serve them with "
+                    f"`searchgym serve-ray {out}`")
 
 
 def serve_ray(

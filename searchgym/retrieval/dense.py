@@ -94,6 +94,13 @@ def make_faiss_index(emb: np.ndarray, index_type: str, hnsw_m: int, ef_search: i
     return index
 
 
+def by_score_then_row(scores: list[float], rows: list[int]) -> list[tuple[float, int]]:
+    """FAISS's top k of one query as ``(score, row)`` by score descending, ties by row ascending (FAISS returns tied
+    rows in heap order), padding (row -1) dropped: the order BM25 uses, and the one a split index's shards merge
+    by (``searchgym index split``)."""
+    return sorted(((s, i) for s, i in zip(scores, rows) if i >= 0), key=lambda p: (-p[0], p[1]))
+
+
 class DenseRetriever:
     """Dense passage retrieval over FAISS.
 
@@ -184,7 +191,7 @@ class DenseRetriever:
         ids, ps = self._ids, self._passages
         new = tuple.__new__
         for row, s_row, i_row in zip(live, scores.tolist(), idx.tolist()):
-            results[row] = [new(Hit, (ids[i], s, ps[i])) for s, i in zip(s_row, i_row) if i >= 0]
+            results[row] = [new(Hit, (ids[i], s, ps[i])) for s, i in by_score_then_row(s_row, i_row)]
         return results
 
     # -- persistence --------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ import numpy as np
 from searchgym.errors import ConfigError, IndexCorruptError, IndexMismatchError, QueryError
 from searchgym.retrieval.base import Hit, Passage
 from searchgym.retrieval.corpus import fingerprint_update
+from searchgym.retrieval.dense import by_score_then_row
 from searchgym.retrieval.index import (
     LoadContext,
     atomic_dir,
@@ -126,30 +127,31 @@ class FaissRetriever:
     def search(self, query: str, k: int = 3) -> list[Hit]:
         return self.batch_search([query], k)[0]
 
-    def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+    def search_rows(self, queries: Sequence[str], k: int = 3) -> list[list[tuple[int, float]]]:
+        """Each query's top ``k`` as ``(row, score)``, by (score descending, row ascending): the order a split
+        index's shards are merged by (:mod:`~searchgym.retrieval.serve_ray`)."""
         if isinstance(queries, str):
             raise TypeError("batch_search takes a list of queries; use search() for one")
         for q in queries:
             if not isinstance(q, str):
                 raise QueryError(f"a query must be a string, got {type(q).__name__}: {q!r:.80}")
-        results: list[list[Hit]] = [[] for _ in queries]
+        results: list[list[tuple[int, float]]] = [[] for _ in queries]
         live = [i for i, q in enumerate(queries) if self._stop.has_terms(q[:MAX_QUERY_CHARS])]
         if k <= 0 or not live:
             return results
         k = min(int(k), len(self))
         scores, idx = self.index.search(self.encode_queries([queries[i] for i in live]), k)
-        store = self._passages
+        n = len(self._passages)
         for row, s_row, i_row in zip(live, scores.tolist(), idx.tolist()):
-            hits = []
-            for s, i in zip(s_row, i_row):
-                if i >= len(store):
-                    raise IndexCorruptError(f"the FAISS index returned row {i} for a corpus of {len(store)} "
-                                            "passages (its ids are damaged); rebuild or re-import it")
-                if i >= 0:
-                    p = store[i]
-                    hits.append(Hit(p.id, s, p))
-            results[row] = hits
+            if max(i_row) >= n:
+                raise IndexCorruptError(f"the FAISS index returned row {max(i_row)} for a corpus of {n} "
+                                        "passages (its ids are damaged); rebuild or re-import it")
+            results[row] = [(i, s) for s, i in by_score_then_row(s_row, i_row)]
         return results
+
+    def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
+        store = self._passages
+        return [[Hit(p.id, s, p) for i, s in hits for p in (store[i],)] for hits in self.search_rows(queries, k)]
 
 
 def _embedding_dim(encoder: Any) -> int | None:

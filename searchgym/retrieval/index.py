@@ -319,9 +319,7 @@ def _check_manifest_types(mpath: Path, m: dict[str, Any]) -> None:
     if not isinstance(m["corpus_fingerprint"], str):
         raise bad("'corpus_fingerprint' must be a string")
     store = m.get("passages_store")
-    if m.get("passages_remote") is True:  # a router: the shard servers hold the passages
-        pass
-    elif store is not None:
+    if store is not None:
         if not isinstance(store, dict) or not isinstance(store.get("dir"), str):
             raise bad("'passages_store' must be an object with a 'dir'")
         contained(root, store["dir"], what="'passages_store'")
@@ -378,8 +376,6 @@ def index_info(path: str | Path) -> dict[str, Any]:
 
 
 def _read_passages(root: Path, m: dict[str, Any]) -> Sequence[Passage]:
-    if m.get("passages_remote") is True:
-        return []
     store = m.get("passages_store")
     if store is not None:
         from searchgym.retrieval.store import PassageStore

@@ -1,12 +1,13 @@
 """Retrieval past one machine on Ray Serve: the parts that need no Ray (shard sets, replies, merge, client).
 
 ``searchgym serve-ray INDEX`` (:mod:`.serve_ray_app`) deploys one Serve deployment per shard of a sharded BM25
-index and an ingress that fans each batch out to them and merges. This module holds what both sides share:
+index (or of a split Flat dense index) and an ingress that fans each batch out to them and merges. This module
+holds what both sides share:
 
 - :func:`shard_sources` / :func:`check_shard_set`: which shards an INDEX argument names (a sharded index, the
   output of ``searchgym index split``, or shard directories listed one by one), checked before anything is
-  deployed: one corpus fingerprint, shard i of N exactly once each, contiguous rows whose counts add up to the
-  corpus. A shard listed twice or shards of two builds are refused, never merged.
+  deployed: one corpus fingerprint, one kind (BM25 or dense), shard i of N exactly once each, contiguous rows
+  whose counts add up to the corpus. A shard listed twice or shards of two builds are refused, never merged.
 - :func:`validate_reply`: a shard's answer is checked before the merge (rows in the shard's range, finite
   scores, at most k hits in (score desc, row asc) order, no duplicate rows or ids).
 - :func:`merge_replies`: the exact top k across shards. Each shard answers its own top k by (score descending,
@@ -14,12 +15,15 @@ index and an ingress that fans each batch out to them and merges. This module ho
   position) is the single index's order by (score, global row): identical top k, ties included.
 - :class:`RayServeRetriever`: the retriever spec ``ray://APP`` (``gym.make(..., retriever="ray://APP")``), a
   client of a running app with a sync ``batch_search`` and an awaitable ``abatch_search``; every rollout worker
-  on every node shares the one deployment instead of loading the index.
+  on every node shares the one deployment instead of loading the index. A shard that stays down is
+  :class:`ShardUnavailableError`; a partial answer (the live shards' exact merge, the missing shards named) only
+  when asked (``allow_partial=True``, :meth:`RayServeRetriever.batch_search_partial`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 from collections.abc import Sequence
@@ -29,6 +33,8 @@ from typing import Any
 
 from searchgym.errors import ConfigError, QueryError, RetrieverUnavailableError, SearchGymError
 from searchgym.retrieval.base import Hit, Passage
+
+log = logging.getLogger(__name__)
 
 SPEC_PREFIX = "ray://"
 DEFAULT_APP = "searchgym"
@@ -47,7 +53,7 @@ class ShardReplyError(RetrieverUnavailableError):
 class ShardSource:
     """Where shard ``shard`` of ``of`` lives: index directory ``path``, searched with its own shard ``local``;
     its rows are ``start .. start + n - 1`` of the corpus of ``n_total`` passages with ``fingerprint``; rows of
-    ``path``'s index are global rows minus ``offset``."""
+    ``path``'s index are global rows minus ``offset``. ``kind``: ``bm25`` or ``dense``."""
 
     path: str
     local: int
@@ -58,6 +64,7 @@ class ShardSource:
     offset: int
     n_total: int
     fingerprint: str
+    kind: str = "bm25"  # or "dense": a Flat FAISS shard with its query encoder
 
     @property
     def label(self) -> str:
@@ -73,28 +80,33 @@ def _manifest(path: Path) -> dict[str, Any]:
     return read_manifest(path)
 
 
-def _sharded_entry(path: Path, m: dict[str, Any]) -> dict[str, Any]:
-    from searchgym.retrieval.sharded import NAME
-
-    entry = m["backends"].get(NAME)
-    if entry is None:
-        raise ConfigError(f"{path} is not a sharded BM25 index (backends: {sorted(m['backends'])}); build it with "
-                          "`searchgym index build CORPUS --shards N` (and optionally `searchgym index split`)")
-    return entry
+def _split_source(path: Path, m: dict[str, Any], split: Any, kind: str) -> list[ShardSource]:
+    try:
+        return [ShardSource(str(path), 0, int(split["shard"]), int(split["of"]), int(split["start"]),
+                            int(m["n_passages"]), int(split["start"]), int(split["n_passages"]),
+                            str(split["corpus_fingerprint"]), kind)]
+    except (KeyError, TypeError, ValueError):
+        raise ConfigError(f"{path}/manifest.json: its split_from record is damaged; split again") from None
 
 
 def _sources_of_index(path: Path) -> list[ShardSource]:
-    """The shards of one index directory: every shard of a sharded index, or the one shard of a split one."""
+    """The shards of one index directory: every shard of a sharded BM25 index, or the one shard of a split one
+    (BM25, or dense: a row range of a Flat index, see :func:`~searchgym.retrieval.split.split_dense_index`)."""
+    from searchgym.retrieval.dense_scale import NAME as DENSE
+    from searchgym.retrieval.sharded import NAME
+
     m = _manifest(path)
-    entry = _sharded_entry(path, m)
-    split = entry.get("split_from")
-    if isinstance(split, dict):
-        try:
-            return [ShardSource(str(path), 0, int(split["shard"]), int(split["of"]), int(split["start"]),
-                                int(m["n_passages"]), int(split["start"]), int(split["n_passages"]),
-                                str(split["corpus_fingerprint"]))]
-        except (KeyError, TypeError, ValueError):
-            raise ConfigError(f"{path}/manifest.json: its split_from record is damaged; split again") from None
+    entry = m["backends"].get(NAME)
+    if entry is None:
+        dense = m["backends"].get(DENSE) or {}
+        if isinstance(dense.get("split_from"), dict):
+            return _split_source(path, m, dense["split_from"], "dense")
+        raise ConfigError(f"{path} is not a sharded BM25 index, nor a dense shard (backends: "
+                          f"{sorted(m['backends'])}); build it with `searchgym index build CORPUS --shards N` (and "
+                          "optionally `searchgym index split`), or split a Flat dense index with `searchgym index "
+                          "split DIR --out OUT --shards N`")
+    if isinstance(entry.get("split_from"), dict):
+        return _split_source(path, m, entry["split_from"], "bm25")
     specs = entry["shards"]
     return [ShardSource(str(path), i, i, len(specs), int(s["start"]), int(s["n"]), 0, int(m["n_passages"]),
                         str(m["corpus_fingerprint"])) for i, s in enumerate(specs)]
@@ -127,6 +139,10 @@ def check_shard_set(sources: Sequence[ShardSource]) -> list[ShardSource]:
     if len(prints) > 1:
         raise ConfigError(f"the shards come from {len(prints)} different builds (corpus fingerprints "
                           f"{', '.join(prints)}); their scores are not comparable — serve shards of one split")
+    kinds = sorted({s.kind for s in sources})
+    if len(kinds) > 1:
+        raise ConfigError(f"the shards mix {' and '.join(kinds)} shards; their scores are not comparable — serve "
+                          "the shards of one split")
     of = {s.of for s in sources} | {len(sources)}
     seen = sorted(s.shard for s in sources)
     if len(of) > 1 or seen != list(range(len(sources))):
@@ -225,21 +241,28 @@ class RayServeRetriever:
     Joins the Ray cluster if this process is not in one yet (``RAY_ADDRESS``, else the local cluster; never
     starts one). ``timeout`` bounds one call; a call to an ingress replica that died is retried
     ``max_retries`` times. Picklable: the handle is looked up again on the other side.
+
+    A shard that stays down is :class:`ShardUnavailableError`. ``allow_partial=True`` asks for the hits of the
+    shards that answered instead (a warning names the missing ones); :meth:`batch_search_partial` returns them
+    with the missing shards, whatever ``allow_partial`` says.
     """
 
     kind = "bm25"
 
-    def __init__(self, app: str = DEFAULT_APP, *, timeout: float = 60.0, max_retries: int = 2) -> None:
+    def __init__(self, app: str = DEFAULT_APP, *, timeout: float = 60.0, max_retries: int = 2,
+                 allow_partial: bool = False) -> None:
         self.app = app_name(app) if is_spec(app) else app
-        self.timeout, self.max_retries = float(timeout), int(max_retries)
+        self.timeout, self.max_retries, self.allow_partial = float(timeout), int(max_retries), bool(allow_partial)
         self._handle: Any = None
         self._info: dict[str, Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"app": self.app, "timeout": self.timeout, "max_retries": self.max_retries}
+        return {"app": self.app, "timeout": self.timeout, "max_retries": self.max_retries,
+                "allow_partial": self.allow_partial}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["app"], timeout=state["timeout"], max_retries=state["max_retries"])  # type: ignore[misc]
+        self.__init__(state["app"], timeout=state["timeout"], max_retries=state["max_retries"],  # type: ignore[misc]
+                      allow_partial=state.get("allow_partial", False))
 
     def __repr__(self) -> str:
         return f"RayServeRetriever({SPEC_PREFIX}{self.app})"
@@ -266,11 +289,25 @@ class RayServeRetriever:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
-        """Exact top ``k`` over every shard, or :class:`ShardUnavailableError` naming the shard that is down."""
+        """Exact top ``k`` over every shard, or :class:`ShardUnavailableError` naming the shard that is down
+        (with ``allow_partial``: the hits of the shards that answered, and a warning naming the others)."""
+        if self.allow_partial:
+            hits, missing = self.batch_search_partial(queries, k)
+            return self._partial({"result": hits, "missing_shards": missing})
         queries = check_queries(queries)
         if k <= 0 or not queries:
             return [[] for _ in queries]
         return self._call("search", queries, int(k), timeout=self.timeout)
+
+    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Hit]], list[dict[str, Any]]]:
+        """``(hits, missing)``: the exact top ``k`` over the shards that answered, and ``{"shard", "of",
+        "error"}`` for each shard that stayed down (empty: the answer is complete). Still
+        :class:`ShardUnavailableError` when no shard answered."""
+        queries = check_queries(queries)
+        if k <= 0 or not queries:
+            return [[] for _ in queries], []
+        got = self._call("search_partial", queries, int(k), timeout=self.timeout)
+        return got["result"], got["missing_shards"]
 
     async def abatch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Hit]]:
         """:meth:`batch_search` for asyncio trainers: awaits the app without blocking the event loop."""
@@ -279,14 +316,22 @@ class RayServeRetriever:
             return [[] for _ in queries]
         import asyncio
 
+        method = "search_partial" if self.allow_partial else "search"
         last: BaseException | None = None
         for _ in range(self.max_retries + 1):
             try:
-                resp = self.handle.options(method_name="search").remote(queries, int(k))
-                return await asyncio.wait_for(resp, self.timeout)
+                resp = self.handle.options(method_name=method).remote(queries, int(k))
+                got = await asyncio.wait_for(resp, self.timeout)
+                return self._partial(got) if self.allow_partial else got
             except Exception as exc:  # noqa: BLE001 - sorted below
                 last = self._retryable(exc)
         raise self._down(last)
+
+    def _partial(self, got: dict[str, Any]) -> list[list[Hit]]:
+        if got["missing_shards"]:
+            log.warning("Ray Serve app %r answered without %s", self.app,
+                        "; ".join(f"shard {m['shard']} of {m['of']}" for m in got["missing_shards"]))
+        return got["result"]
 
     def _call(self, method: str, *args: Any, timeout: float) -> Any:
         last: BaseException | None = None

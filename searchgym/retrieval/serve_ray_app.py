@@ -1,8 +1,10 @@
-"""``searchgym serve-ray``: a sharded BM25 index on Ray Serve (shard deployments, an ingress, exact merge).
+"""``searchgym serve-ray``: a sharded index on Ray Serve (shard deployments, an ingress, exact merge).
 
-- One deployment per shard (:class:`ShardSearcher`, ``shard-000`` ...), ``--replicas`` replicas each. A replica
-  memory-maps its shard (its own split directory, or the sharded index, searching only its shard) and answers
-  with searchgym's exact kernel; ``@serve.batch`` gathers concurrent calls into one kernel call.
+- One deployment per shard (:class:`ShardSearcher`, ``shard-000`` ...), ``--replicas`` replicas each. A BM25
+  replica memory-maps its shard (its own split directory, or the sharded index, searching only its shard) and
+  answers with searchgym's exact kernel; ``@serve.batch`` gathers concurrent calls into one kernel call. A dense
+  replica (a row range of a Flat index, ``index split --shards N``) holds its FAISS shard and the query encoder,
+  on its GPU when ``--gpus-per-shard`` gave it one, and encodes each request's queries as one batch.
 - One ingress (:class:`SearchIngress`): fans a batch out to every shard through ``DeploymentHandle`` s, checks
   each reply (:func:`~searchgym.retrieval.serve_ray.validate_reply`) and merges exactly. Over HTTP it is the
   unchanged ``searchgym serve`` app (:func:`~searchgym.retrieval.server.create_app`: Search-R1 JSON,
@@ -10,7 +12,7 @@
   (``retriever="ray://APP"``) its ``search`` method returns Hits.
 - Faults: a call whose replica died (or that timed out) is sent again, up to ``retries`` times with a short
   backoff, and Serve replaces the replica; a shard that stays down is :class:`ShardUnavailableError` naming it
-  (HTTP 503), never a partial result.
+  (HTTP 503), never a partial result unless the caller asks (``search_partial``, ``"allow_partial": true``).
 
 Imports Ray Serve at import time: ``pip install 'searchgym[ray]'``.
 """
@@ -43,6 +45,7 @@ from searchgym.retrieval.serve_ray import (
     validate_reply,
 )
 
+Merged = list[list[Any]] | tuple[list[list[Any]], list[dict[str, Any]]]  # hits, or (hits, missing shards)
 DEFAULT_RETRIES = 3
 DEFAULT_SHARD_TIMEOUT_S = 30.0
 _BACKOFF_S = (0.1, 0.3, 1.0, 2.0)
@@ -51,23 +54,18 @@ _BACKOFF_S = (0.1, 0.3, 1.0, 2.0)
 @serve.deployment(max_ongoing_requests=64, health_check_period_s=2.0, health_check_timeout_s=10.0,
                   graceful_shutdown_timeout_s=1.0)
 class ShardSearcher:
-    """One shard. ``delay_s`` adds a sleep of that many seconds per request served (benchmarks: a stand-in
-    for a slow kernel that uses no CPU)."""
+    """One shard: a BM25 shard (memory-mapped, searchgym's exact kernel) or a dense one (a Flat FAISS shard and its
+    query encoder, on the replica's GPU when it was given one). ``delay_s`` adds a sleep of that many seconds per
+    request served (benchmarks: a stand-in for a slow kernel that uses no CPU)."""
 
     def __init__(self, source: dict[str, Any], verify: bool = True, delay_s: float = 0.0) -> None:
-        from searchgym.retrieval.index import load_index
-        from searchgym.retrieval.sharded import ShardedBM25Retriever
-
         self.source = ShardSource(**source)
         here = [s for s in _sources_of_index(Path(self.source.path)) if s.local == self.source.local]
         if here != [self.source]:  # another node's copy of the files is not the one the app was checked with
             raise ConfigError(f"{self.source.label}: the index files here describe {here}, not the shard the "
                               "app was started with; give every node the same files")
-        r = load_index(self.source.path, kind="bm25", verify=verify)
-        if not isinstance(r, ShardedBM25Retriever):
-            raise ConfigError(f"{self.source.path} did not load as a sharded BM25 index")
-        r.warmup()
-        self._r, self._delay = r, float(delay_s)
+        self._r = _load_dense(self.source, verify) if self.source.kind == "dense" else _load_bm25(self.source, verify)
+        self._delay = float(delay_s)
 
     def identity(self) -> dict[str, Any]:
         import os
@@ -76,15 +74,22 @@ class ShardSearcher:
 
         return {"source": self.source.to_dict(), "pid": os.getpid(), "node": ray.get_runtime_context().get_node_id()}
 
+    def _rows(self, queries: list[str], k: int) -> list[list[tuple[int, float]]]:
+        if self.source.kind == "dense":
+            return self._r.search_rows(queries, k)
+        return self._r.search_shard(queries, k, self.source.local)
+
     def _search_many(self, requests: list[tuple[list[str], int]]) -> list[Reply]:
         if self._delay:
             time.sleep(self._delay * len(requests))
+        store, off = self._r.passages, self.source.offset
+        if self.source.kind == "dense":  # each request encoded as its own batch: the unsplit index's query vectors
+            return [[[(row + off, score, store[row]) for row, score in hits] for hits in self._rows(q, k)]
+                    for q, k in requests]
         out: list[Reply | None] = [None] * len(requests)
         for k in {k for _q, k in requests}:  # one kernel call per k
             idx = [i for i, (_q, kk) in enumerate(requests) if kk == k]
-            queries = [q for i in idx for q in requests[i][0]]
-            got = self._r.search_shard(queries, k, self.source.local)
-            store, off = self._r.passages, self.source.offset
+            got = self._rows([q for i in idx for q in requests[i][0]], k)
             rows = [[(row + off, score, store[row]) for row, score in hits] for hits in got]
             for i in idx:
                 n = len(requests[i][0])
@@ -94,6 +99,33 @@ class ShardSearcher:
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.002)
     async def search(self, requests: list[tuple[list[str], int]]) -> list[Reply]:
         return await asyncio.to_thread(self._search_many, requests)
+
+
+def _load_bm25(source: ShardSource, verify: bool) -> Any:
+    from searchgym.retrieval.index import load_index
+    from searchgym.retrieval.sharded import ShardedBM25Retriever
+
+    r = load_index(source.path, kind="bm25", verify=verify)
+    if not isinstance(r, ShardedBM25Retriever):
+        raise ConfigError(f"{source.path} did not load as a sharded BM25 index")
+    r.warmup()
+    return r
+
+
+def _load_dense(source: ShardSource, verify: bool) -> Any:
+    """The shard's FAISS index (memory-mapped) and its encoder, on ``cuda`` when Ray gave this replica a GPU
+    (``--gpus-per-shard``). The FAISS search itself runs where the installed FAISS runs it (faiss-cpu: the CPU)."""
+    import ray
+
+    from searchgym.retrieval.dense_scale import FaissRetriever
+    from searchgym.retrieval.index import load_index
+
+    device = "cuda" if ray.get_gpu_ids() else "cpu"
+    r = load_index(source.path, kind="dense", verify=verify, device=device)
+    if not isinstance(r, FaissRetriever):
+        raise ConfigError(f"{source.path} did not load as a dense FAISS shard")
+    r.search_rows(["warm up"], 1)
+    return r
 
 
 class _Shards:
@@ -129,11 +161,29 @@ class _Shards:
                 last = self._final(si, exc)
         raise self._down(si, last)
 
-    async def search(self, queries: list[str], k: int) -> list[Any]:
+    async def search(self, queries: list[str], k: int, allow_partial: bool = False) -> Merged:
+        """The exact top ``k`` over every shard, or :class:`ShardUnavailableError` naming the shard that is down.
+        ``allow_partial``: ``(hits of the shards that answered, the shards that did not)`` instead of the error
+        (still the error when none answered)."""
         if k <= 0 or not queries:
-            return [[] for _ in queries]
-        replies = await asyncio.gather(*(self.ask(si, queries, k) for si in range(len(self.handles))))
-        return merge_replies(replies, k)
+            return ([[] for _ in queries], []) if allow_partial else [[] for _ in queries]
+        got = await asyncio.gather(*(self.ask(si, queries, k) for si in range(len(self.handles))),
+                                   return_exceptions=allow_partial)
+        return self._merged(list(got), k, allow_partial)
+
+    def _merged(self, got: list[Any], k: int, allow_partial: bool) -> Merged:
+        """Merge the replies (in shard order; a missing shard leaves the others' order intact); with
+        ``allow_partial`` the shards that stayed down are named instead of raised."""
+        if not allow_partial:
+            return merge_replies(got, k)
+        for r in got:  # anything but a shard that stayed down (a bad query, ...) is raised as it would be
+            if isinstance(r, BaseException) and not isinstance(r, ShardUnavailableError):
+                raise r
+        down = [(si, r) for si, r in enumerate(got) if isinstance(r, ShardUnavailableError)]
+        if len(down) == len(got):
+            raise down[0][1]
+        missing = [{"shard": self.sources[si].shard, "of": self.sources[si].of, "error": str(e)} for si, e in down]
+        return merge_replies([r for r in got if not isinstance(r, BaseException)], k), missing
 
     def ask_sync(self, si: int, queries: list[str], k: int, first: Any) -> Reply:
         last: BaseException | None = None
@@ -147,28 +197,34 @@ class _Shards:
                 last = self._final(si, exc)
         raise self._down(si, last)
 
-    def search_sync(self, queries: list[str], k: int) -> list[Any]:
-        """For the HTTP server's search threads. On an event loop's thread (an inline search) the blocking
-        calls move to a helper thread: Ray refuses to block an event loop."""
+    def _ask_or_down(self, si: int, queries: list[str], k: int, first: Any) -> Reply | ShardUnavailableError:
+        try:
+            return self.ask_sync(si, queries, k, first)
+        except ShardUnavailableError as exc:
+            return exc
+
+    def search_sync(self, queries: list[str], k: int, allow_partial: bool = False) -> Merged:
+        """:meth:`search` for the HTTP server's search threads. On an event loop's thread (an inline search) the
+        blocking calls move to a helper thread: Ray refuses to block an event loop."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
-            return self._pool.submit(self.search_sync, queries, k).result()
+            return self._pool.submit(self.search_sync, queries, k, allow_partial).result()
         if k <= 0 or not queries:
-            return [[] for _ in queries]
+            return ([[] for _ in queries], []) if allow_partial else [[] for _ in queries]
         first = [h.search.remote((queries, k)) for h in self.handles]  # all shards at once
-        return merge_replies([self.ask_sync(si, queries, k, first[si]) for si in range(len(self.handles))], k)
+        ask = self._ask_or_down if allow_partial else self.ask_sync
+        return self._merged([ask(si, queries, k, first[si]) for si in range(len(self.handles))], k, allow_partial)
 
 
 class _HttpRetriever:
-    """What the ``searchgym serve`` app searches: the ingress's fan-out, called from its search threads."""
+    """What the ``searchgym serve`` app searches: the ingress's fan-out, called from its search threads.
+    ``batch_search_partial`` answers requests that send ``"allow_partial": true``."""
 
-    kind = "bm25"
-
-    def __init__(self, shards: _Shards, n: int):
-        self._shards, self._n = shards, n
+    def __init__(self, shards: _Shards, n: int, kind: str):
+        self._shards, self._n, self.kind = shards, n, kind
 
     def __len__(self) -> int:
         return self._n
@@ -177,14 +233,17 @@ class _HttpRetriever:
         return self.batch_search([query], k)[0]
 
     def batch_search(self, queries: Sequence[str], k: int = 3) -> list[list[Any]]:
-        return self._shards.search_sync(check_queries(queries), int(k))
+        return self._shards.search_sync(check_queries(queries), int(k))  # type: ignore[return-value]
+
+    def batch_search_partial(self, queries: Sequence[str], k: int = 3) -> tuple[list[list[Any]], list[dict[str, Any]]]:
+        return self._shards.search_sync(check_queries(queries), int(k), True)  # type: ignore[return-value]
 
 
 @serve.deployment(max_ongoing_requests=256, health_check_period_s=2.0, graceful_shutdown_timeout_s=1.0)
 @serve.ingress()
 class SearchIngress:
     """The app's entry: HTTP ``/retrieve`` (and ``/health``, ``/info``) and the handle methods ``search``,
-    ``info`` and ``check``."""
+    ``search_partial``, ``info`` and ``check``."""
 
     def __init__(self, options: dict[str, Any], *shards: Any) -> None:
         self.sources = check_shard_set([ShardSource(**s) for s in options["sources"]])
@@ -193,17 +252,22 @@ class SearchIngress:
                               options.get("shard_timeout_s", DEFAULT_SHARD_TIMEOUT_S))
         self._info = {"retriever": "RayServe", "app": options.get("app"), "n_passages": self.sources[0].n_total,
                       "corpus_fingerprint": self.sources[0].fingerprint, "shards": len(self.sources),
-                      "replicas": options.get("replicas"), "kind": "bm25"}
+                      "replicas": options.get("replicas"), "kind": self.sources[0].kind}
 
     def __serve_build_asgi_app__(self) -> Any:
         from searchgym.retrieval.server import create_app
 
-        return create_app(_HttpRetriever(self.shards, self.sources[0].n_total),
+        return create_app(_HttpRetriever(self.shards, self.sources[0].n_total, self.sources[0].kind),
                           default_topk=self.options.get("topk", 3), api_key=self.options.get("api_key"),
                           info=self._info, **self.options.get("limits", {}))
 
     async def search(self, queries: list[str], k: int) -> list[Any]:
-        return await self.shards.search(check_queries(queries), int(k))
+        return await self.shards.search(check_queries(queries), int(k))  # type: ignore[return-value]
+
+    async def search_partial(self, queries: list[str], k: int) -> dict[str, Any]:
+        """``{"result": hits of the shards that answered, "missing_shards": [{"shard", "of", "error"}]}``."""
+        hits, missing = await self.shards.search(check_queries(queries), int(k), allow_partial=True)
+        return {"result": hits, "missing_shards": missing}
 
     async def info(self) -> dict[str, Any]:
         return dict(self._info)

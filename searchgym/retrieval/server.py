@@ -263,8 +263,9 @@ def _describe(value: Any) -> str:
 
 
 def parse_request(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
-                  max_topk: int, max_hits: int) -> tuple[list[str], int, bool]:
-    """Check a /retrieve body; returns ``(queries, topk, return_scores)`` or raises ``_BadRequest``."""
+                  max_topk: int, max_hits: int) -> tuple[list[str], int, bool, bool]:
+    """Check a /retrieve body; returns ``(queries, topk, return_scores, allow_partial)`` or raises
+    ``_BadRequest``."""
     if not body:
         raise _BadRequest(400, 'empty body: send JSON {"queries": [str], "topk": int|null, '
                                '"return_scores": bool}')
@@ -321,7 +322,8 @@ _MAX_REQUEST_KEYS = 64  # a request has four meaningful keys; more is refused be
 _WRONG = {"query": '"query" must be a string, got {what}',
           "queries": '"queries" must be a list of strings, got {what}',
           "topk": '"topk" must be a positive integer or null, got {what}',
-          "return_scores": '"return_scores" must be true or false, got {what}'}
+          "return_scores": '"return_scores" must be true or false, got {what}',
+          "allow_partial": '"allow_partial" must be true or false, got {what}'}
 _typed: dict[int, dict[str, Any]] = {}
 
 
@@ -332,7 +334,7 @@ def _field_types(max_queries: int) -> dict[str, Any]:
 
         scalar = str | int | float | bool | None
         queries = Annotated[list[scalar], msgspec.Meta(max_length=max_queries)] | scalar  # type: ignore[valid-type]
-        types = _typed[max_queries] = {"query": scalar, "topk": scalar, "return_scores": scalar,
+        types = _typed[max_queries] = {"query": scalar, "topk": scalar, "return_scores": scalar, "allow_partial": scalar,
                                        "queries": queries,
                                        "": Annotated[dict[Any, msgspec.Raw], msgspec.Meta(max_length=_MAX_REQUEST_KEYS)]}
     return types
@@ -395,7 +397,7 @@ def _decode_typed(body: bytes, decode: Any, kind: Any, fmt: str, max_queries: in
 
 
 def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
-                          max_topk: int, max_hits: int) -> tuple[list[str], int, bool, str]:
+                          max_topk: int, max_hits: int) -> tuple[list[str], int, bool, str, bool]:
     """Like :func:`parse_request` for a msgpack body (GEM's SearchTool); also returns the answer shape:
     ``FLAT`` for the one-query ``{"query": str}`` form (GEM's own server answers it flat), else ``NESTED``.
     Decoded typed (:func:`_decode_typed`): unknown keys are never decoded."""
@@ -411,14 +413,15 @@ def parse_msgpack_request(body: bytes, *, default_topk: int, max_queries: int, m
         data = _decode_typed(body, msgspec.msgpack.decode, _msgpack_kind, "msgpack", max_queries)
     except (msgspec.MsgspecError, ValueError, TypeError, RecursionError) as e:  # TypeError: a map as a key
         raise _BadRequest(400, f"malformed msgpack body: {e}") from None
-    queries, topk, return_scores = _validate(data, default_topk=default_topk, max_queries=max_queries,
-                                             max_query_chars=max_query_chars, max_topk=max_topk, max_hits=max_hits)
+    queries, topk, return_scores, partial = _validate(data, default_topk=default_topk, max_queries=max_queries,
+                                                      max_query_chars=max_query_chars, max_topk=max_topk,
+                                                      max_hits=max_hits)
     flat = data.get("query") is not None
-    return queries, topk, return_scores, FLAT if flat else NESTED
+    return queries, topk, return_scores, FLAT if flat else NESTED, partial
 
 
 def parse_json_request_typed(body: bytes, *, default_topk: int, max_queries: int, max_query_chars: int,
-                             max_topk: int, max_hits: int) -> tuple[list[str], int, bool] | None:
+                             max_topk: int, max_hits: int) -> tuple[list[str], int, bool, bool] | None:
     """:func:`parse_request` for a JSON body of many objects, decoded typed like msgpack (a body of millions
     of ``{}`` is refused at its first item, in microseconds, without building them). None when msgspec is
     missing or cannot decode the body (it refuses lone surrogate escapes, which are valid JSON): the caller
@@ -438,7 +441,7 @@ def parse_json_request_typed(body: bytes, *, default_topk: int, max_queries: int
 
 
 def _validate(data: Any, *, default_topk: int, max_queries: int, max_query_chars: int,
-              max_topk: int, max_hits: int) -> tuple[list[str], int, bool]:
+              max_topk: int, max_hits: int) -> tuple[list[str], int, bool, bool]:
     if not isinstance(data, dict):
         raise _BadRequest(422, f'the body must be a JSON object {{"queries": [...]}}, got {type(data).__name__}')
     queries = data.get("queries")
@@ -467,23 +470,33 @@ def _validate(data: Any, *, default_topk: int, max_queries: int, max_query_chars
                                    f"{max_query_chars:,}")
     queries = [_clean_query(q) for q in queries]
 
-    topk = data.get("topk")
-    if topk is None:
-        topk = default_topk
-    elif isinstance(topk, bool) or not isinstance(topk, int):
-        raise _BadRequest(422, f'"topk" must be a positive integer or null, got {_describe(topk)}')
-    elif topk <= 0 or topk > max_topk:
-        raise _BadRequest(422, f'"topk" must be between 1 and {max_topk}, got {topk}')
+    topk = _topk(data.get("topk"), default_topk, max_topk)
     if len(queries) * topk > max_hits:
         raise _BadRequest(413, f"{len(queries)} queries x topk {topk} = {len(queries) * topk:,} results; "
                                f"the limit is {max_hits:,} per request (send fewer queries)")
 
-    return_scores = data.get("return_scores", False)
-    if return_scores is None:
-        return_scores = False
-    if not isinstance(return_scores, bool):
-        raise _BadRequest(422, f'"return_scores" must be true or false, got {_describe(return_scores)}')
-    return queries, topk, return_scores
+    return queries, topk, _flag(data, "return_scores"), _flag(data, "allow_partial")
+
+
+def _topk(topk: Any, default_topk: int, max_topk: int) -> int:
+    if topk is None:
+        return default_topk
+    if isinstance(topk, bool) or not isinstance(topk, int):
+        raise _BadRequest(422, f'"topk" must be a positive integer or null, got {_describe(topk)}')
+    if topk <= 0 or topk > max_topk:
+        raise _BadRequest(422, f'"topk" must be between 1 and {max_topk}, got {topk}')
+    return topk
+
+
+def _flag(data: dict[str, Any], key: str) -> bool:
+    """A true/false field (absent or null: false). ``allow_partial``: a sharded server (``serve-ray``) answers
+    with the shards that are up and names the others in ``missing_shards`` instead of a 503."""
+    value = data.get(key, False)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise _BadRequest(422, f'"{key}" must be true or false, got {_describe(value)}')
+    return value
 
 
 def retriever_info(retriever: Any, index_dir: str | Path | None = None) -> dict[str, Any]:
@@ -556,25 +569,33 @@ class _RetrieveHandler:
         self._recent: deque[float] = deque(maxlen=9)
         self._recent_lock = threading.Lock()
 
-    def _timed_search(self, queries: list[str], topk: int) -> list[list[Hit]]:
+    def _timed_search(self, queries: list[str], topk: int, allow_partial: bool = False
+                      ) -> tuple[list[list[Hit]], list[Any] | None]:
+        """The hits, and (when the request allows a partial answer) the shards missing from them: none for a
+        retriever that cannot answer partially (it answers in full or not at all)."""
         t = time.perf_counter()
-        results = self.retriever.batch_search(queries, topk)
+        partial = getattr(self.retriever, "batch_search_partial", None) if allow_partial else None
+        if partial is not None:
+            results, missing = partial(queries, topk)
+        else:
+            results, missing = self.retriever.batch_search(queries, topk), []
         # the median of recent searches: robust to one slow call (a JIT compile, a GC pause)
         with self._recent_lock:  # pool threads and the event loop both get here
             recent = self._recent
             recent.append((time.perf_counter() - t) / len(queries))
             self.per_query_s = sorted(recent)[len(recent) // 2]
-        return results
+        return results, (missing if allow_partial else None)
 
-    def _answer(self, queries: list[str], topk: int, return_scores: bool, shape: str | None) -> Answer:
+    def _answer(self, queries: list[str], topk: int, return_scores: bool, shape: str | None,
+                allow_partial: bool = False) -> Answer:
         """Search, then render a small answer now; a large one is claimed against ``max_inflight_hits`` and
         returned as a :class:`_Streamed` answer, rendered piece by piece as it is sent."""
         n_hits = len(queries) * topk
         if n_hits <= _STREAM_MIN_HITS:
-            results = self._timed_search(queries, topk)
+            results, missing = self._timed_search(queries, topk, allow_partial)
             if shape is None:
-                return self.renderer.render(results, return_scores)
-            return self.renderer.render_msgpack(results, return_scores, shape)
+                return _with_missing(self.renderer.render(results, return_scores), missing, shape)
+            return _with_missing(self.renderer.render_msgpack(results, return_scores, shape), missing, shape)
         with self._hits_lock:
             if self.inflight_hits + n_hits > self.max_inflight_hits:
                 raise _BadRequest(503, f"server busy: answers of {self.inflight_hits:,} results are being "
@@ -582,18 +603,20 @@ class _RetrieveHandler:
             self.inflight_hits += n_hits
         streamed = _Streamed(self, n_hits)
         try:
-            results = self._timed_search(queries, topk)
+            results, missing = self._timed_search(queries, topk, allow_partial)
         except BaseException:
             streamed.close()
             raise
-        streamed.chunks = self.renderer.render_chunks(results, return_scores, shape)
+        streamed.chunks = _chunks_with_missing(self.renderer.render_chunks(results, return_scores, shape), missing,
+                                               shape)
         return streamed
 
     def _release_hits(self, n_hits: int) -> None:
         with self._hits_lock:
             self.inflight_hits -= n_hits
 
-    def _parse(self, body: bytes, msgpack: bool) -> tuple[list[str], int, bool, str | None]:
+    def _parse(self, body: bytes, msgpack: bool) -> tuple[list[str], int, bool, str | None, bool]:
+        """``(queries, topk, return_scores, shape, allow_partial)``."""
         if msgpack:
             return parse_msgpack_request(body, **self.limits)
         if len(body) > _INLINE_BODY_BYTES and body.count(b"{") + body.count(b"[") > _JSON_MANY_CONTAINERS:
@@ -603,13 +626,13 @@ class _RetrieveHandler:
             # several at once cost one decode's memory, not their sum.
             typed = parse_json_request_typed(body, **self.limits)
             if typed is not None:
-                return (*typed, None)
+                return _with_shape(typed, None)
             if not self._container_heavy.acquire(timeout=_HEAVY_PARSE_WAIT_S):
                 raise _BadRequest(503, "server busy decoding another JSON body of many objects; retry after a "
                                        "moment")
             try:
                 try:
-                    return (*parse_request(body, **self.limits), None)
+                    return _with_shape(parse_request(body, **self.limits), None)
                 except _BadRequest as e:
                     failure = (e.status, e.detail)
                 # leaving the except clause dropped the traceback, and with it the decoded body: freed before
@@ -617,7 +640,7 @@ class _RetrieveHandler:
                 raise _BadRequest(*failure)
             finally:
                 self._container_heavy.release()
-        return (*parse_request(body, **self.limits), None)
+        return _with_shape(parse_request(body, **self.limits), None)
 
     def _parse_and_answer(self, body: bytes, msgpack: bool = False) -> Answer:
         return self._answer(*self._parse(body, msgpack))
@@ -701,18 +724,18 @@ class _RetrieveHandler:
             if pool is not None and len(body) > _INLINE_BODY_BYTES:  # parsing a large body takes a while too
                 answer = await self._in_pool(gone, self._parse_and_answer, body, msgpack)
                 return 200, answer, ok
-            queries, topk, return_scores, shape = self._parse(body, msgpack)
+            queries, topk, return_scores, shape, partial = self._parse(body, msgpack)
             if pool is None or (self.per_query_s * len(queries) <= _INLINE_BUDGET_S
                                 and len(queries) * topk <= _INLINE_MAX_HITS):
-                answer = self._answer(queries, topk, return_scores, shape)
+                answer = self._answer(queries, topk, return_scores, shape, partial)
             else:
-                answer = await self._in_pool(gone, self._answer, queries, topk, return_scores, shape)
+                answer = await self._in_pool(gone, self._answer, queries, topk, return_scores, shape, partial)
             return 200, answer, ok
         except _BadRequest as e:
             return e.status, _detail(e.detail), [(b"retry-after", b"1")] if e.status == 503 else []
         except QueryError as e:
             return 422, _detail(str(e)), []
-        except RetrieverUnavailableError as e:  # a router's shard server is down: say which, the client may retry
+        except RetrieverUnavailableError as e:  # a shard is down (serve-ray): say which, the client may retry
             return 503, _detail(str(e)), [(b"retry-after", b"1")]
         finally:
             if isinstance(answer, _Streamed):
@@ -722,6 +745,50 @@ class _RetrieveHandler:
 
     def _release_inflight(self) -> None:
         self.inflight -= 1
+
+
+def _with_shape(parsed: tuple[list[str], int, bool, bool], shape: str | None
+                ) -> tuple[list[str], int, bool, str | None, bool]:
+    queries, topk, return_scores, partial = parsed
+    return queries, topk, return_scores, shape, partial
+
+
+_MISSING_KEY = "missing_shards"
+
+
+def _missing_tail(missing: list[Any], shape: str | None) -> bytes:
+    """The ``missing_shards`` entry appended to an answer's top-level map (JSON text or msgpack key + value)."""
+    if shape is None:
+        return b',"' + _MISSING_KEY.encode() + b'":' + json.dumps(missing, separators=(",", ":")).encode() + b"}"
+    import msgspec
+
+    return msgspec.msgpack.encode(_MISSING_KEY) + msgspec.msgpack.encode(missing)
+
+
+def _with_missing(body: bytes, missing: list[Any] | None, shape: str | None) -> bytes:
+    """``body`` (``{"result": ...}``) with ``"missing_shards": missing`` added when the request allowed a partial
+    answer (``missing`` not None); else unchanged."""
+    if missing is None:
+        return body
+    if shape is None:
+        return body[:-1] + _missing_tail(missing, shape)
+    return b"\x82" + body[1:] + _missing_tail(missing, shape)  # the map {"result"} (fixmap of 1) gets a 2nd key
+
+
+def _chunks_with_missing(chunks: Iterator[bytes], missing: list[Any] | None, shape: str | None) -> Iterator[bytes]:
+    """:func:`_with_missing` for a streamed answer: its first piece opens the map, its last closes it."""
+    if missing is None:
+        yield from chunks
+        return
+    prev: bytes | None = None
+    for i, chunk in enumerate(chunks):
+        if i == 0 and shape is not None:
+            chunk = b"\x82" + chunk[1:]
+        if prev is not None:
+            yield prev
+        prev = chunk
+    last = prev or b""
+    yield last[:-1] + _missing_tail(missing, shape) if shape is None else last + _missing_tail(missing, shape)
 
 
 class _Streamed:

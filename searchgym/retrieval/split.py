@@ -1,4 +1,5 @@
-"""``searchgym index split``: one index directory per shard of a sharded index (data layout, not serving).
+"""``searchgym index split``: one index directory per shard of a sharded index (data layout, not serving), or
+per row range of a Flat dense index (:func:`split_dense_index`).
 
 ``split_sharded_index(DIR, OUT)`` writes ``OUT/shard-000`` ...: the shard's arrays (hard links where the
 filesystem allows), the global vocabulary and the shard's own passages. Each scores with the global statistics,
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +135,84 @@ def split_sharded_index(src: str | Path, out: str | Path, *, overwrite: bool = F
                       corpus_fingerprint=f"{m['corpus_fingerprint']}#shard{i}",
                       passages_store={"format": "records-offsets", "dir": "passages"}, backends={SHARDED: sub})
         dirs.append(d)
+    _write_listing(out, src, dirs, m["n_passages"], m["corpus_fingerprint"])
+    return dirs
+
+
+def _write_listing(out: Path, src: Path, dirs: list[Path], n_passages: int, fingerprint: str) -> None:
     listing = out / "shards.json"
     tmp_listing = listing.with_name(f".{listing.name}.tmp-{os.getpid()}")
     tmp_listing.write_text(json.dumps({"source": str(src.resolve()), "shards": [p.name for p in dirs],
-                                       "n_passages": m["n_passages"], "corpus_fingerprint": m["corpus_fingerprint"]},
-                                      indent=2))
+                                       "n_passages": n_passages, "corpus_fingerprint": fingerprint}, indent=2))
     os.replace(tmp_listing, listing)
+
+
+# -- dense: a Flat inner-product index split into row ranges ------------------------------------------------
+def _flat_vectors(src: Path, r: Any) -> tuple[Any, dict[str, Any]]:
+    """``(get(a, b) -> float32 rows a..b-1, encoder entry)`` of a dense index whose search is exact (a Flat
+    inner-product index): only then do the shards' top k merge to the unsplit index's top k."""
+    from searchgym.retrieval.dense import DenseRetriever
+    from searchgym.retrieval.dense_scale import FaissRetriever, _faiss
+
+    faiss = _faiss()
+    if isinstance(r, DenseRetriever) and r.index_type == "flat":
+        return (lambda a, b: np.asarray(r.embeddings[a:b], dtype=np.float32)), {
+            "model": r.model_name, "query_prefix": "", "normalize": True}
+    if isinstance(r, FaissRetriever) and isinstance(r.index, faiss.IndexFlat) \
+            and r.index.metric_type == faiss.METRIC_INNER_PRODUCT:
+        return (lambda a, b: r.index.reconstruct_n(a, b - a)), {
+            "model": r.model_name, "query_prefix": r.query_prefix, "normalize": r.normalize}
+    raise ConfigError(f"{src} is a dense index of {r!r}: only a Flat inner-product index splits into shards whose "
+                      "merged top k is the unsplit index's (HNSW / IVF search is approximate and would differ)")
+
+
+def _write_dense_shard(tmp: Path, passages: Any, vectors: Any, entry: dict[str, Any], fingerprint: str) -> None:
+    from searchgym.retrieval.dense_scale import FAISS_FILE, NAME, _faiss
+    from searchgym.retrieval.index import write_manifest
+    from searchgym.retrieval.store import PassageStoreWriter
+
+    w = PassageStoreWriter(tmp / "passages")
+    try:
+        for p in passages:
+            w.add(p)
+    finally:
+        w.close()
+    faiss = _faiss()
+    index = faiss.IndexFlatIP(vectors.shape[1])
+    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
+    (tmp / NAME).mkdir()
+    faiss.write_index(index, str(tmp / FAISS_FILE))
+    entry = {**entry, "faiss_file": FAISS_FILE, "index_class": "IndexFlatIP", "dim": int(index.d),
+             "ntotal": int(index.ntotal), "nprobe": None, "ef_search": None}
+    write_manifest(tmp, n_passages=int(index.ntotal), fingerprint=fingerprint, backends={NAME: entry},
+                   build_seconds=0.0, passages={"passages_store": {"format": "records-offsets", "dir": "passages"}})
+
+
+def split_dense_index(src: str | Path, out: str | Path, *, shards: int | None = None, shard_size: int | None = None,
+                      overwrite: bool = False, verify: bool = True) -> list[Path]:
+    """Write the dense index ``src`` (a Flat inner-product index: built with ``--dense MODEL``, or an imported
+    ``IndexFlatIP``) as ``out/shard-NNN``, one ``dense_faiss`` index per contiguous row range, each with its
+    rows' vectors, passages and the encoder's name. Every shard scores a query exactly as the unsplit index does,
+    so the shards served side by side (``searchgym serve-ray OUT``, each with its encoder, on a GPU with
+    ``--gpus-per-shard``) merge to its exact top k."""
+    from searchgym.retrieval.sharded import _shard_bounds
+
+    src = Path(src)
+    m = read_manifest(src)
+    r = load_index(src, kind="dense", verify=verify)  # the loader's checks, refused before any write
+    get, entry = _flat_vectors(src, r)
+    n = len(r)
+    bounds = _shard_bounds(n, shards, shard_size)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    dirs = []
+    for i, (a, b) in enumerate(pairwise(bounds)):
+        d = out / f"shard-{i:03d}"
+        split_from = {"corpus_fingerprint": m["corpus_fingerprint"], "shard": i, "of": len(bounds) - 1, "start": a,
+                      "n_passages": n}
+        with atomic_dir(d, overwrite=overwrite) as tmp:
+            _write_dense_shard(tmp, (r.passages[j] for j in range(a, b)), get(a, b), {**entry, "split_from": split_from},
+                               f"{m['corpus_fingerprint']}#shard{i}")
+        dirs.append(d)
+    _write_listing(out, src, dirs, n, m["corpus_fingerprint"])
     return dirs
