@@ -4,8 +4,8 @@ Convention (docs/index.md, "About these docs"): the blocks of one page run in or
 directory as the working directory, with this venv's ``bin/`` first on PATH (so ``python`` and ``searchgym``
 are the project's), offline (``HF_HUB_OFFLINE=1``). A block directly preceded by
 ``<!-- docs-test: skip REASON -->`` is not run (only for a GPU or an outside service); one preceded by
-``<!-- docs-test: slow -->`` runs only under ``-m slow``, in its own case, after the page's fast blocks
-that come before it. Blocks in
+``<!-- docs-test: slow -->`` runs in its own case, after the page's other blocks that come before it. Every
+page runs under ``-m slow`` (``.ci/run`` runs them; ``make test`` keeps the extractor's checks). Blocks in
 other languages (text, json, console, yaml) are not run.
 """
 
@@ -158,6 +158,9 @@ def _slow_blocks() -> list[Any]:
     return cases
 
 
+# Each page end to end (3-50 s a page on 2 idle cores, about 3 minutes in all): slow, and .ci/run runs them.
+# The fast suite keeps the extractor and marker checks; `pytest -m slow tests/test_docs_examples.py` runs a page.
+@pytest.mark.slow
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_examples_run(page, tmp_path):
     run_page(page, tmp_path, slow=False)

@@ -39,6 +39,7 @@ def test_custom_corpus_env(tmp_path):
     assert "'em': 1.0" in summary and (tmp_path / "work" / "trajectories.jsonl").exists()
 
 
+@pytest.mark.slow  # runs the docs' script end to end; .ci/run runs it
 def test_analyze_verl_dump(tmp_path):
     out = _run("analyze_verl_dump.py", "--demo", "--out", "rep", cwd=tmp_path)
     assert "format': 'verl'" in out and (tmp_path / "rep" / "report.html").exists()

@@ -49,6 +49,7 @@ def test_seed_selection():
     assert not passk_seed_wanted(cfg, 1)
 
 
+@pytest.mark.slow  # an end-to-end pass@k evaluation and its resume; .ci/run runs it
 def test_passk_eval_on_a_tiny_world_and_its_resume(tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")

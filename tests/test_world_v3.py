@@ -105,6 +105,7 @@ def test_squeeze2_is_the_lm_env_and_the_squeeze_run_defaults_to_version3():
     assert set(DEFAULT_WEIGHTS) == set(STRATEGIES) and DEFAULT_WEIGHTS["decompose"] == DEFAULT_WEIGHTS["hops"]
 
 
+@pytest.mark.slow  # heuristic rollouts over the whole v3 world (about 7 s on 2 idle cores); .ci/run runs it
 def test_issue21_world_properties_under_heuristic_rollouts():
     """§1: two strategies within 0.03 EM and the two best on train, both >= 15% of the SFT demonstrations, and
     one shift split each on which it loses >= 0.5 EM to the other."""

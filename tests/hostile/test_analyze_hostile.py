@@ -80,6 +80,7 @@ def test_a_12000_step_episode_is_analysed_in_bounded_memory_and_time(tmp_path):
     assert secs < 120 * 3, f"{secs:.0f} s"  # the bound is 2 minutes on an idle machine; this one is shared
 
 
+@pytest.mark.slow  # a soak: three CLI runs of growing size; .ci/run runs it
 def test_analyze_memory_grows_linearly_with_episode_length(tmp_path):
     """Peak RSS above the interpreter's baseline at 1,500 and 6,000 steps: 4x the steps may cost about
     4x the memory (linear), not 16x (the quadratic memo keyed by the growing list of titles)."""
