@@ -108,3 +108,29 @@ def test_tool_items_in_a_csv_cell_and_a_chat_user_turn_question(tmp_path):
     run = read_run(p)
     assert run.fmt == "tree" and run.read_stats.container == "csv"
     assert _rows(run) == [(["Port Elsin"], "Who founded Port Elsin?", None)]
+
+
+def test_output_text_item_is_the_prediction_scored_against_gold_when_no_reward_is_stated(tmp_path):
+    import json
+
+    def rec(pred, gold):
+        items = [{"type": "tool_call", "tool_name": "search", "arguments": json.dumps({"query": "Port Elsin"}),
+                  "output": "Doc 1 (Title: Port Elsin) Port Elsin was founded by Oren Vale."},
+                 {"type": "message", "content": [{"type": "output_text", "text": pred}]}]
+        return {"question": "Who founded Port Elsin?", "golden_answers": gold, "output": items}
+
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in (rec("Oren Vale", ["Oren Vale"]), rec("Dunmore", ["Oren Vale"]),
+                                                   rec("Oren Vale", None))) + "\n")
+    run = read_run(p)
+    assert [(e.answer, e.success) for e in run.episodes] == [("Oren Vale", True), ("Dunmore", False),
+                                                             ("Oren Vale", None)]  # no gold: unknown, never 0
+    assert run.episodes[2].reward is None
+
+
+def test_refused_calls_are_a_warning_of_the_analysis(tmp_path):
+    from searchgym.diversity.core import analyze_episodes
+
+    run = read_run(T / "tool_items.jsonl")
+    st = analyze_episodes(run.episodes, n_boot=0, read_stats=run.read_stats)
+    assert st.to_dict()["warning_counts"]["rejected_calls"] == 1

@@ -81,8 +81,8 @@ class Explanation:
     missing: list[str] = field(default_factory=list)
 
 
-def _structured(found: list[K.Found]) -> Reading:
-    r = Reading("structured calls", _calls_expr(found))
+def _structured(found: list[K.Found], answer: str | None) -> Reading:
+    r = Reading("structured calls", _calls_expr(found), answer=answer)
     for turn, f in enumerate(found):
         if f.other:
             r.other += 1
@@ -161,6 +161,14 @@ def _has_calls(s: str, opts: _Opts) -> bool:
     return "ction" in s and _REACT_ACTION_LINE.search(s) is not None
 
 
+def _output_text(node: dict) -> str | None:
+    """The text of a Responses-API ``output_text`` item (the agent's final answer, the last one wins)."""
+    t = node.get("text")
+    if node.get("type") == "output_text" and isinstance(t, str) and t.strip():
+        return t.strip()
+    return None
+
+
 def _last_key(path: str) -> str:
     tail = path.rsplit(".", 1)[-1]
     return tail.split("[", 1)[0].strip('"').lower()
@@ -171,14 +179,17 @@ def readings(obj: Any, opts: _Opts) -> tuple[list[Reading], list[tuple[str, str]
     found: list[K.Found] = []
     texts: list[Reading] = []
     leaves: list[tuple[str, str]] = []
+    answer = None
     for path, node, call in K.walk(obj, opts.search_tools):
         if call is not None:
             found.append(call)
+        elif isinstance(node, dict):
+            answer = _output_text(node) or answer
         elif isinstance(node, str) and len(node) >= 20:
             leaves.append((path, node))
             if _last_key(path) not in _PROMPT_KEYS and _has_calls(node, opts):
                 texts.append(_text_reading(path, node, opts))
-    out = ([_structured(found)] if found else []) + texts
+    out = ([_structured(found, answer)] if found else []) + texts
     return out, leaves
 
 
