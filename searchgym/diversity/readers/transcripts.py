@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +29,22 @@ from searchgym.diversity.readers.outcomes import em_success, reward_in_text
 from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
+    _PROMPT_KEYS,
     _QUESTION_LINE,
     _QWORD,
+    _REACT_ACTION_LINE,
     ANSWER_KEYS,
     DEFAULT_SEARCH_TOOLS,
     EPISODE_ID_KEYS,
     MESSAGE_KEYS,
     QUESTION_ID_KEYS,
     QUESTION_KEYS,
+    REACT_KEYS,
     RESPONSE_KEYS,
     REWARD_KEYS,
+    SEQUENCE_KEYS,
     STEP_KEYS,
+    TOOL_CALL,
     Episode,
     ReadStats,
     _get,
@@ -200,6 +206,8 @@ class _Opts:
         self.explain: list[Any] | None = None  # --explain: what the generic reader found, per record
         self.explain_limit = 3
         self.fieldmap: dict[str, Any] | None = None  # --map: FIELD -> compiled JMESPath
+        self.labels: Counter[str] = Counter()  # the generic reader: the kind of reading that won, per record
+        self.file_reading: tuple[str, str | None] | None = None  # the first transcript reading of the file
         names = {o: _grammar_name(o) for o, _ in query_tags}
         self.names = names
 
@@ -538,6 +546,70 @@ def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts:
             stats.grammars["searchgym"] += 1
         turn += 1
     return ep, [], 1
+
+
+def _has_call_marker(s: str, query_tags: tuple[tuple[str, str], ...]) -> bool:
+    if any(o in s for o, _ in query_tags) or TOOL_CALL[0] in s:
+        return True
+    return "ction" in s and _REACT_ACTION_LINE.search(s) is not None
+
+
+def _text_kind(v: str, opts: _Opts) -> str:
+    """``react`` for a text whose calls are ReAct actions only, else ``search-r1`` (tags, ``<tool_call>``)."""
+    if TOOL_CALL[0] in v or any(o in v for o, _ in opts.query_tags) or "ction" not in v:
+        return "search-r1"
+    return "react"
+
+
+def _is_chat(msgs: Any) -> bool:
+    return isinstance(msgs, list) and bool(msgs) and all(isinstance(m, dict) for m in msgs[:3]) and \
+        any(("role" in m or "from" in m) for m in msgs[:3])
+
+
+def _text_transcript(obj: dict, opts: _Opts, skip: tuple[str, ...]) -> tuple[str, str] | None:
+    """(reader, key) of the record's first text field holding calls: a ReAct trace under a ReAct key, or under
+    any key with an observation too (even "prompt": its examples come before its last "Question:" line and are
+    not read); else a sequence / response key, else any key but a prompt's (whose examples are no calls)."""
+    for k in REACT_KEYS:
+        kk, v = _lookup(obj, (k,))
+        if isinstance(v, str) and kk not in skip and "ction" in v and _REACT_ACTION_LINE.search(v):
+            return "react", kk
+    for kk, v in obj.items():
+        if isinstance(v, str) and kk not in skip and "ction" in v and "bservation" in v and \
+                _REACT_ACTION_LINE.search(v):
+            return "react", kk
+    for k in SEQUENCE_KEYS + RESPONSE_KEYS:
+        kk, v = _lookup(obj, (k,))
+        if isinstance(v, str) and kk not in skip and _has_call_marker(v, opts.query_tags):
+            return _text_kind(v, opts), kk
+    for kk, v in obj.items():
+        if isinstance(v, str) and kk not in skip and str(kk).lower() not in _PROMPT_KEYS and len(v) > 20 and \
+                _has_call_marker(v, opts.query_tags):
+            return _text_kind(v, opts), kk
+    return None
+
+
+def transcripts_of(obj: dict, opts: _Opts, *, fallback: bool = False) -> list[tuple[str, str | None]]:
+    """The transcripts of a record found by structure, as (reader, key), in order of preference: a list of chat
+    turns; a prompt / response pair (string ``input`` and ``output``); a text field holding calls. Each is one
+    reading of the record for the generic reader (``tree``), which keeps the one with the most queries.
+    ``fallback``: where there is none, a sequence / response text without calls (an answer only) is one."""
+    out: list[tuple[str, str | None]] = []
+    k, msgs = find_turns(obj)
+    if _is_chat(msgs):
+        out.append(("chat", k))
+    pair = isinstance(obj.get("input"), str) and isinstance(obj.get("output"), str)
+    if pair:
+        out.append(("verl", "output"))
+    text = _text_transcript(obj, opts, ("input", "output") if pair else ())
+    if text is not None:
+        out.append(text)
+    elif fallback and not out:
+        for k in SEQUENCE_KEYS + RESPONSE_KEYS:
+            kk, v = _lookup(obj, (k,))
+            if isinstance(v, str):
+                return [("search-r1", kk)]
+    return out
 
 
 _PARSERS = {"verl": _parse_verl, "search-r1": _parse_sequence, "react": _parse_react, "chat": _parse_chat,
