@@ -570,21 +570,28 @@ def _text_transcript(obj: dict, opts: _Opts, skip: tuple[str, ...]) -> tuple[str
     """(reader, key) of the record's first text field holding calls: a ReAct trace under a ReAct key, or under
     any key with an observation too (even "prompt": its examples come before its last "Question:" line and are
     not read); else a sequence / response key, else any key but a prompt's (whose examples are no calls)."""
+    strs = {k: v for k, v in obj.items() if isinstance(v, str) and k not in skip}
+    if not strs:
+        return None
+    low = {str(k).lower(): k for k in strs}
+
+    def at(k: str) -> tuple[Any, str | None]:
+        kk = k if k in strs else low.get(k)
+        return kk, (strs[kk] if kk is not None else None)
+
     for k in REACT_KEYS:
-        kk, v = _lookup(obj, (k,))
-        if isinstance(v, str) and kk not in skip and "ction" in v and _REACT_ACTION_LINE.search(v):
+        kk, v = at(k)
+        if v is not None and "ction" in v and _REACT_ACTION_LINE.search(v):
             return "react", kk
-    for kk, v in obj.items():
-        if isinstance(v, str) and kk not in skip and "ction" in v and "bservation" in v and \
-                _REACT_ACTION_LINE.search(v):
+    for kk, v in strs.items():
+        if "ction" in v and "bservation" in v and _REACT_ACTION_LINE.search(v):
             return "react", kk
     for k in SEQUENCE_KEYS + RESPONSE_KEYS:
-        kk, v = _lookup(obj, (k,))
-        if isinstance(v, str) and kk not in skip and _has_call_marker(v, opts.query_tags):
+        kk, v = at(k)
+        if v is not None and _has_call_marker(v, opts.query_tags):
             return _text_kind(v, opts), kk
-    for kk, v in obj.items():
-        if isinstance(v, str) and kk not in skip and str(kk).lower() not in _PROMPT_KEYS and len(v) > 20 and \
-                _has_call_marker(v, opts.query_tags):
+    for kk, v in strs.items():
+        if str(kk).lower() not in _PROMPT_KEYS and len(v) > 20 and _has_call_marker(v, opts.query_tags):
             return _text_kind(v, opts), kk
     return None
 

@@ -188,10 +188,29 @@ def _under(path: str, keys: frozenset[str]) -> bool:
     return head in keys
 
 
+def _flat_readings(obj: dict, opts: _Opts, claimed: frozenset[str]) -> tuple[list[Reading], list[tuple[str, str]]]:
+    """``readings`` of a record without nested values (most rollout dumps), in one loop: the record itself may be
+    a call; else its long string fields are its leaves."""
+    c = K.call_at(obj, "", None, opts.search_tools)
+    if c is not None:
+        return [_structured([c], None)], []
+    texts: list[Reading] = []
+    leaves: list[tuple[str, str]] = []
+    for k, v in obj.items():
+        if isinstance(v, str) and len(v) >= 20:
+            path = F.key_expr(k)
+            leaves.append((path, v))
+            if str(k).lower() not in _PROMPT_KEYS and path not in claimed and _has_calls(v, opts):
+                texts.append(_text_reading(path, v, opts))
+    return texts, leaves
+
+
 def readings(obj: Any, opts: _Opts,
              claimed: frozenset[str] = frozenset()) -> tuple[list[Reading], list[tuple[str, str]]]:
     """The competing readings of a record, and its string leaves (path, text) for rewards in text. Text leaves
     under a ``claimed`` top-level key (a transcript read whole, ``transcripts_of``) are not read again alone."""
+    if isinstance(obj, dict) and not any(isinstance(v, (dict, list)) for v in obj.values()):
+        return _flat_readings(obj, opts, claimed)
     found: list[K.Found] = []
     texts: list[Reading] = []
     leaves: list[tuple[str, str]] = []
@@ -262,13 +281,14 @@ def _key(p: ParsedRecord) -> tuple[int, int]:
 
 
 def _transcripts(obj: dict[str, Any], named: list[tuple[str, str | None]], path: Path, lineno: int, opts: _Opts,
-                 default_step: int | None) -> tuple[str, ParsedRecord, ReadStats] | None:
-    """The best reading of the record's whole transcripts (``transcripts_of``; the first wins ties)."""
+                 default_step: int | None, into: ReadStats | None) -> tuple[str, ParsedRecord, ReadStats] | None:
+    """The best reading of the record's whole transcripts (``transcripts_of``; the first wins ties). ``into``: the
+    run's statistics, when this one reading is sure to win (else each reading counts apart, the winner's merged)."""
     out = None
     saved = opts.field
     try:
         for reader, key in named:
-            st = ReadStats(format=reader)
+            st = into if into is not None else ReadStats(format=reader)
             opts.field = key
             got = _PARSERS[reader](obj, path, lineno, st, opts, default_step)
             if out is None or _key(got) > _key(out[1]):
@@ -296,10 +316,12 @@ def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, o
     chosen = best(rs)
     if not named and chosen is None and opts.file_reading is not None:
         named = [opts.file_reading]  # nothing here: read as the file's records are (its field types checked)
-    whole = _transcripts(obj, named, path, lineno, opts, default_step) if named else None
+    sure = chosen is None and len(named) == 1
+    whole = _transcripts(obj, named, path, lineno, opts, default_step, stats if sure else None) if named else None
     if whole is not None and (chosen is None or _key(whole[1]) >= _key(_parsed(chosen))):
         reader, got, st = whole
-        _merge_stats(stats, st)
+        if not sure:
+            _merge_stats(stats, st)
         opts.labels[reader] += 1
         if opts.file_reading is None:
             opts.file_reading = next(n for n in named if n[0] == reader)
