@@ -27,12 +27,13 @@ from searchgym.diversity.readers.records import (
     _lookup,
 )
 from searchgym.diversity.readers.transcripts import (
+    HEADER_LINE,
     _Opts,
     _text_transcript,
     find_turns,
     transcripts_of,
 )
-from searchgym.diversity.readers.tree import HEADER_LINE, best, parse_tree, readings
+from searchgym.diversity.readers.tree import best, parse_tree, readings
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 

@@ -6,6 +6,7 @@ parses) and the question from a field, the first user turn, or a ``Question:`` /
 from __future__ import annotations
 
 import math
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -30,7 +31,6 @@ from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
     _PROMPT_KEYS,
-    _QUESTION_LINE,
     _QWORD,
     _REACT_ACTION_LINE,
     ANSWER_KEYS,
@@ -339,7 +339,7 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
         raise TrajectoryFormatError(f"ReAct field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
     meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
                         default_step=default_step)
-    text, q_in_text = _react_episode_text(val)
+    text, q_in_text = react_episode_text(val)
     question = _question(obj, opts.question_field, q_in_text)
     asm = _Assembler(opts.search_tools)
     scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
@@ -347,24 +347,20 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
     return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
 
 
-def _react_episode_text(val: str) -> tuple[str, str | None]:
-    """The part of a ReAct trace after its last ``Question:`` line start (few-shot examples come before)."""
-    k = -1
-    pos = len(val)
-    while True:
-        j = val.rfind("Question", 0, pos)
-        if j < 0:
-            break
-        if (j == 0 or val[j - 1] == "\n") and _QUESTION_LINE.match(val, j):
-            k = j
-            break
-        pos = j
-    if k < 0:
-        return val, None
-    m = _QUESTION_LINE.match(val, k)
-    e = val.find("\n", m.end())
-    e = len(val) if e < 0 else e
-    return val[e:], val[m.end():e].strip() or None
+# An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
+HEADER_LINE = re.compile(r"(?<![^\n])[ \t]*(Question|Claim|Instruction|Task)(?:[ \t]*\d+)?[ \t]*:[ \t]*")
+
+
+def react_episode_text(text: str) -> tuple[str, str | None]:
+    """A ReAct text after its last episode header line (few-shot examples come before), and the header's text."""
+    last = None
+    for last in HEADER_LINE.finditer(text):
+        pass
+    if last is None:
+        return text, None
+    e = text.find("\n", last.end())
+    e = len(text) if e < 0 else e
+    return text[e:], text[last.end():e].strip() or None
 
 
 def _is_turn(m: Any) -> bool:

@@ -41,12 +41,10 @@ from searchgym.diversity.readers.transcripts import (
     _Opts,
     find_turns,
     parse_question,
+    react_episode_text,
     split_response,
     transcripts_of,
 )
-
-# An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
-HEADER_LINE = re.compile(r"(?<![^\n])[ \t]*(Question|Claim|Instruction|Task)(?:[ \t]*\d+)?[ \t]*:[ \t]*")
 
 
 @dataclass
@@ -126,18 +124,6 @@ def _raw(s: str) -> str:
     return "`" + json.dumps(s).replace("`", "\\`") + "`"
 
 
-def _react_text(text: str) -> tuple[str, str | None]:
-    """A ReAct text after its last episode header line (examples come before), and the header's text."""
-    last = None
-    for last in HEADER_LINE.finditer(text):
-        pass
-    if last is None:
-        return text, None
-    e = text.find("\n", last.end())
-    e = len(text) if e < 0 else e
-    return text[e:], text[last.end():e].strip() or None
-
-
 def _text_reading(path: str, text: str, opts: _Opts) -> Reading:
     r = Reading(f"text at {path}", path, text=text)
     body = text
@@ -145,7 +131,7 @@ def _text_reading(path: str, text: str, opts: _Opts) -> Reading:
         prompt, body = split_response(text)
         r.question = parse_question(prompt)
     elif "ction" in text and _REACT_ACTION_LINE.search(text):
-        body, r.question = _react_text(text)
+        body, r.question = react_episode_text(text)
     asm = _Assembler(opts.search_tools)
     scan_text(body, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     ep, r.pending = asm.build(r.stats)
