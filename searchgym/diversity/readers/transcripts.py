@@ -598,7 +598,7 @@ def transcripts_of(obj: dict, opts: _Opts, *, fallback: bool = False) -> list[tu
     reading of the record for the generic reader (``tree``), which keeps the one with the most queries.
     ``fallback``: where there is none, a sequence / response text without calls (an answer only) is one."""
     out: list[tuple[str, str | None]] = []
-    k, msgs = find_turns(obj)
+    k, msgs = find_turns(obj) if any(isinstance(v, list) for v in obj.values()) else (None, None)
     if _is_chat(msgs):
         out.append(("chat", k))
     pair = isinstance(obj.get("input"), str) and isinstance(obj.get("output"), str)
