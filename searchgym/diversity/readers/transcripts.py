@@ -598,9 +598,12 @@ def transcripts_of(obj: dict, opts: _Opts, *, fallback: bool = False) -> list[tu
     reading of the record for the generic reader (``tree``), which keeps the one with the most queries.
     ``fallback``: where there is none, a sequence / response text without calls (an answer only) is one."""
     out: list[tuple[str, str | None]] = []
-    k, msgs = find_turns(obj) if any(isinstance(v, list) for v in obj.values()) else (None, None)
-    if _is_chat(msgs):
-        out.append(("chat", k))
+    for v in obj.values():
+        if isinstance(v, list):  # (a chat transcript is a list)
+            k, msgs = find_turns(obj)
+            if _is_chat(msgs):
+                out.append(("chat", k))
+            break
     pair = isinstance(obj.get("input"), str) and isinstance(obj.get("output"), str)
     if pair:
         out.append(("verl", "output"))

@@ -174,6 +174,13 @@ def _under(path: str, keys: frozenset[str]) -> bool:
     return head in keys
 
 
+def _flat(obj: dict) -> bool:
+    for v in obj.values():
+        if isinstance(v, (dict, list)):
+            return False
+    return True
+
+
 def _flat_readings(obj: dict, opts: _Opts, claimed: frozenset[str]) -> tuple[list[Reading], list[tuple[str, str]]]:
     """``readings`` of a record without nested values (most rollout dumps), in one loop: the record itself may be
     a call; else its long string fields are its leaves."""
@@ -195,7 +202,7 @@ def readings(obj: Any, opts: _Opts,
              claimed: frozenset[str] = frozenset()) -> tuple[list[Reading], list[tuple[str, str]]]:
     """The competing readings of a record, and its string leaves (path, text) for rewards in text. Text leaves
     under a ``claimed`` top-level key (a transcript read whole, ``transcripts_of``) are not read again alone."""
-    if isinstance(obj, dict) and not any(isinstance(v, (dict, list)) for v in obj.values()):
+    if isinstance(obj, dict) and _flat(obj):
         return _flat_readings(obj, opts, claimed)
     found: list[K.Found] = []
     texts: list[Reading] = []
@@ -297,7 +304,7 @@ def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, o
     prompt / response pair, a text field; ``transcripts_of``) against calls found by structure anywhere and text
     leaves elsewhere; a transcript wins ties. ``opts.labels`` counts the kind of reading that won."""
     named = transcripts_of(obj, opts, fallback=True)
-    claimed = frozenset(F.key_expr(k) for _, k in named if k is not None)
+    claimed = frozenset([F.key_expr(k) for _, k in named if k is not None]) if named else frozenset()
     rs, leaves = readings(obj, opts, claimed)
     chosen = best(rs)
     if not named and chosen is None and opts.file_reading is not None:
