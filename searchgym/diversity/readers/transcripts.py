@@ -562,7 +562,7 @@ def _is_chat(msgs: Any) -> bool:
         any(("role" in m or "from" in m) for m in msgs[:3])
 
 
-def _text_transcript(obj: dict, opts: _Opts, skip: tuple[str, ...]) -> tuple[str, str] | None:
+def _text_transcript(obj: dict[str, Any], opts: _Opts, skip: tuple[str, ...]) -> tuple[str, str] | None:
     """(reader, key) of the record's first text field holding calls: a ReAct trace under a ReAct key, or under
     any key with an observation too (even "prompt": its examples come before its last "Question:" line and are
     not read); else a sequence / response key, else any key but a prompt's (whose examples are no calls)."""
@@ -592,7 +592,7 @@ def _text_transcript(obj: dict, opts: _Opts, skip: tuple[str, ...]) -> tuple[str
     return None
 
 
-def transcripts_of(obj: dict, opts: _Opts, *, fallback: bool = False) -> list[tuple[str, str | None]]:
+def transcripts_of(obj: dict[str, Any], opts: _Opts, *, fallback: bool = False) -> list[tuple[str, str | None]]:
     """The transcripts of a record found by structure, as (reader, key), in order of preference: a list of chat
     turns; a prompt / response pair (string ``input`` and ``output``); a text field holding calls. Each is one
     reading of the record for the generic reader (``tree``), which keeps the one with the most queries.
