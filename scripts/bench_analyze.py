@@ -15,6 +15,7 @@ quadratic readers before this one took minutes on.
     # against an earlier version, on the same files in the same run (a shared machine's speed varies):
     mkdir -p /tmp/ref && git archive REV searchgym | tar -x -C /tmp/ref
     python scripts/bench_analyze.py --sizes 30000 --reference /tmp/ref
+    python scripts/bench_analyze.py --reference /tmp/ref --repeat 3   # medians of 3 alternated pairs
 
 Formats: verl ``<tool_call>`` dumps, searchgym trajectories, a training stdout log (ANSI codes, process
 prefixes, step lines, ``Solution string:`` samples) and a dump of Responses-style tool-call items that only the
@@ -28,6 +29,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -196,6 +198,22 @@ def _measure(fmt: str, n: int, path: Path, n_boot: int, reference: str | None) -
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
+def _alternated(fmt: str, n: int, path: Path, n_boot: int, reference: str, repeat: int) -> dict:
+    """This version and the reference, run in turn ``repeat`` times on the same file; each figure the median of
+    its runs (on a shared machine the load moves between two runs: alternating spreads it over both)."""
+    now, ref = [], []
+    for _ in range(max(1, repeat)):
+        now.append(_measure(fmt, n, path, n_boot, None))
+        ref.append(_measure(fmt, n, path, n_boot, reference))
+    r = dict(sorted(now, key=lambda x: x["qps"])[len(now) // 2])
+    r["ref_qps"] = statistics.median(x["qps"] for x in ref)
+    r["ref_cpu_qps"] = statistics.median(x["cpu_qps"] for x in ref)
+    r["qps"] = statistics.median(x["qps"] for x in now)
+    r["cpu_qps"] = statistics.median(x["cpu_qps"] for x in now)
+    r["ratios"] = [a["qps"] / b["qps"] for a, b in zip(now, ref)]
+    return r
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--large", action="store_true", help="add the 1M-query files")
@@ -204,6 +222,9 @@ def main() -> None:
     ap.add_argument("--one", nargs=3, metavar=("FORMAT", "N", "PATH"), help=argparse.SUPPRESS)
     ap.add_argument("--reference", type=str, default=None,
                     help="a source tree of an earlier searchgym (holding searchgym/): run the same files with it")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --reference: run this version and the reference in turn this many times, and report "
+                         "medians (a shared machine's load moves between runs)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(one(args.one[0], int(args.one[1]), args.one[2], args.n_boot)))
@@ -216,11 +237,11 @@ def main() -> None:
             for n in sizes:
                 path = Path(d) / f"{fmt}-{n}.{'log' if fmt == 'train-log' else 'jsonl'}"
                 writer(path, n)
-                r = _measure(fmt, n, path, args.n_boot, None)
-                r["file_mb"] = os.path.getsize(path) / 1e6
                 if args.reference and fmt not in NEW_FORMATS:
-                    ref = _measure(fmt, n, path, args.n_boot, args.reference)
-                    r["ref_qps"], r["ref_cpu_qps"] = ref["qps"], ref["cpu_qps"]
+                    r = _alternated(fmt, n, path, args.n_boot, args.reference, args.repeat)
+                else:
+                    r = _measure(fmt, n, path, args.n_boot, None)
+                r["file_mb"] = os.path.getsize(path) / 1e6
                 rows.append(r)
                 print(f"{fmt:14s} {r['queries']:>9,d} queries {r['file_mb']:7.1f} MB  read {r['read_s']:7.2f} s "
                       f"({r['read_qps']:>9,.0f} q/s)  analyze {r['analyze_s']:7.2f} s  total {r['qps']:>9,.0f} q/s  "
@@ -235,12 +256,14 @@ def main() -> None:
         print(f"| {r['format']} | {r['queries']:,} | {r['file_mb']:.1f} | {r['read_qps']:,.0f} | {r['analyze_s']:.2f} "
               f"| {r['qps']:,.0f} | {r['us_per_query']:.1f} | {r['cpu_qps']:,.0f} | {r['peak_rss_mb']:.0f} |")
     if args.reference:
-        print("\n| format | queries | total q/s now | total q/s reference | ratio | CPU q/s now | CPU q/s reference |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("\n| format | queries | total q/s now | total q/s reference | ratio | CPU q/s now | CPU q/s reference "
+              "| CPU ratio | ratio of each pair |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
         for r in rows:
             if "ref_qps" in r:
                 print(f"| {r['format']} | {r['queries']:,} | {r['qps']:,.0f} | {r['ref_qps']:,.0f} | "
-                      f"{r['qps'] / r['ref_qps']:.2f} | {r['cpu_qps']:,.0f} | {r['ref_cpu_qps']:,.0f} |")
+                      f"{r['qps'] / r['ref_qps']:.2f} | {r['cpu_qps']:,.0f} | {r['ref_cpu_qps']:,.0f} | "
+                      f"{r['cpu_qps'] / r['ref_cpu_qps']:.2f} | {' '.join(f'{x:.2f}' for x in r['ratios'])} |")
     lo, hi = REFERENCE_QPS
     worst = min(r["qps"] for r in rows)
     print(f"\nrecorded before issue 20 (another day's machine load): {lo:,}-{hi:,} q/s end to end; slowest row "

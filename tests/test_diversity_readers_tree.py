@@ -108,3 +108,54 @@ def test_tool_items_in_a_csv_cell_and_a_chat_user_turn_question(tmp_path):
     run = read_run(p)
     assert run.fmt == "tree" and run.read_stats.container == "csv"
     assert _rows(run) == [(["Port Elsin"], "Who founded Port Elsin?", None)]
+
+
+def test_output_text_item_is_the_prediction_scored_against_gold_when_no_reward_is_stated(tmp_path):
+    import json
+
+    def rec(pred, gold):
+        items = [{"type": "tool_call", "tool_name": "search", "arguments": json.dumps({"query": "Port Elsin"}),
+                  "output": "Doc 1 (Title: Port Elsin) Port Elsin was founded by Oren Vale."},
+                 {"type": "message", "content": [{"type": "output_text", "text": pred}]}]
+        return {"question": "Who founded Port Elsin?", "golden_answers": gold, "output": items}
+
+    p = tmp_path / "items.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in (rec("Oren Vale", ["Oren Vale"]), rec("Dunmore", ["Oren Vale"]),
+                                                   rec("Oren Vale", None))) + "\n")
+    run = read_run(p)
+    assert [(e.answer, e.success) for e in run.episodes] == [("Oren Vale", True), ("Dunmore", False),
+                                                             ("Oren Vale", None)]  # no gold: unknown, never 0
+    assert run.episodes[2].reward is None
+
+
+def test_refused_calls_are_a_warning_of_the_analysis(tmp_path):
+    from searchgym.diversity.core import analyze_episodes
+
+    run = read_run(T / "tool_items.jsonl")
+    st = analyze_episodes(run.episodes, n_boot=0, read_stats=run.read_stats)
+    assert st.to_dict()["warning_counts"]["rejected_calls"] == 1
+
+
+def test_one_reader_weighs_every_reading_of_each_record(tmp_path):
+    import json
+
+    items = [{"type": "tool_call", "tool_name": "search", "arguments": json.dumps({"query": "Mara Quill"}),
+              "output": "Doc 1 (Title: Mara Quill) Born in Dunmore."}]
+    rows = [
+        # a prompt / response pair: read whole (format verl)
+        {"input": "Question: Who founded Port Elsin?", "output": "<search>Port Elsin</search><information>Doc 1 "
+         "(Title: Port Elsin) Founded by Oren Vale.</information><answer>Oren Vale</answer>", "score": 1},
+        # a response without calls beside tool items that ran: the items are the better reading
+        {"question": "Where was Mara Quill born?", "response": "Dunmore", "items": items, "reward": 1},
+        # a ReAct field under a Claim: header (no Question: line): the claim is the question
+        {"traj": "Claim: Ravenhill is a novel.\nThought 1: look.\nAction 1: Search[Ravenhill]\nObservation 1: "
+         "Ravenhill is a novel by Mara Quill.\nAction 2: Finish[SUPPORTS]", "reward": 1},
+    ]
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = read_run(p)
+    assert run.fmt == "verl"  # the kind of reading that won the first record
+    assert _rows(run) == [(["Port Elsin"], "Who founded Port Elsin?", True),
+                          (["Mara Quill"], "Where was Mara Quill born?", True),
+                          (["Ravenhill"], "Ravenhill is a novel.", True)]
+    assert run.episodes[1].titles == [["Mara Quill"]] and run.episodes[2].answer == "SUPPORTS"

@@ -612,6 +612,11 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
     if unexec:
         out.append(Warning_("unexecuted_calls", unexec, f"{unexec} well-formed search calls were never answered "
                             "by an observation (not counted as queries)"))
+    rejected = int(getattr(read_stats, "rejected", 0) or 0) if read_stats is not None else 0
+    if rejected:
+        out.append(Warning_("rejected_calls", rejected, f"{rejected} search calls were refused by the tool ('Invalid "
+                            "action!', 'Invalid request format', 'Error: Tool … not found'): they did not run and "
+                            "are not counted as queries"))
     skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
     if skipped:
         out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))

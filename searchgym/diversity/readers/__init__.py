@@ -1,26 +1,30 @@
 """Offline readers: turn a run on disk into ``Episode`` records, as rollouts occur in the wild.
 
-Record formats (``fmt``; ``auto`` detects them, ``--format NAME`` forces one):
+How a JSON-like record is read (JSON, JSONL, CSV / TSV / Parquet rows): a record of searchgym's own schema
+(``steps`` + ``episode_id``) by ``searchgym.trajectory``; any other by one generic reader (``tree``), which
+weighs every reading of the record and keeps the one with the most executed queries (a whole transcript wins
+ties): a whole transcript found by structure (``transcripts_of``), search calls found by structure anywhere in
+the record (a search-like tool / action name beside its query, JSON-encoded ``arguments`` too), and any other
+string leaf scanned by the grammars below. The format a run reports (``fmt``) is the kind of reading that won
+its first records; the names of today are these kinds, and ``--format NAME`` forces one:
 
 ``searchgym``  searchgym trajectory JSONL (``searchgym.trajectory``, schema 1 and 2).
-``verl``       verl ``rollout_data_dir`` / ``validation_data_dir`` dumps: ``input`` (prompt), ``output``
-               (response), ``score``, ``step`` and any extra keys; a folder of ``<step>.jsonl`` files.
-``search-r1``  a record with one decoded text (``sequences_str``, ``output``, ``Output``, ``gen_text_store``…:
-               the first string field holding a search call); a full sequence is cut at the assistant header
-               (or after the prompt's ``Question:`` line) so that the prompt's examples are not read.
-``chat``       a ``messages`` list (OpenAI fine-tuning format; ``conversations`` too); assistant turns use any
-               grammar below or OpenAI ``tool_calls``; tool and user turns after the first assistant turn are
-               observations.
-``react``      a record whose text field (``traj``, ``trajectory``…) is a ReAct trace; text before its last
+``verl``       a prompt / response pair: string ``input`` (prompt) and ``output`` (response), with ``score``,
+               ``step`` and any extra keys (verl ``rollout_data_dir`` dumps; a folder of ``<step>.jsonl`` files).
+``search-r1``  a text field holding calls (``sequences_str``, ``output``, ``Output``, ``gen_text_store``…: the
+               first string field holding a search call); a full sequence is cut at the assistant header (or
+               after the prompt's ``Question:`` line) so that the prompt's examples are not read.
+``chat``       a list of role / content (or from / value) turns under any key (``messages``, ``conversations``…);
+               assistant turns use any grammar below or OpenAI ``tool_calls``; tool and user turns after the
+               first assistant turn are observations.
+``react``      a text field whose calls are ReAct actions (``traj``, ``trajectory``…); text before its last
                ``Question:`` line (few-shot examples) is ignored.
+``tree``       search calls found by structure, or a text nested deeper in the record.
 ``react-log``  a plain-text log of many ReAct episodes, each beginning ``Question: …``, possibly grouped in
                trial / attempt blocks (``Trial 1:``, ``----- attempt 2 -----``, ``BEGIN TRIAL 0``); the trial
                number is the episode's ``step`` and ``series``.
 ``jsonl``      any JSON records with a user-named ``text_field`` (a list = queries; a string is scanned for
                the grammars below; a single line without any call is one query).
-``tree``       the generic reader (``tree``), where no format above matches: search calls found by structure
-               anywhere in a record (a search-like tool / action name beside its query, JSON-encoded
-               ``arguments`` too) and in any string leaf by the grammars below; competing readings scored.
 ``map``        ``field_map`` (``--map FIELD=EXPR``, JMESPath; ``fieldmap``): every mapped field from its expression.
 
 Containers: JSONL, one JSON array of records, one JSON object (or an object holding the list of records under
@@ -52,9 +56,7 @@ A malformed record (bad JSON, not UTF-8, not an object, wrong field types, nesti
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -71,7 +73,6 @@ from searchgym.diversity.readers.containers import BadRecord as _BadRecord
 from searchgym.diversity.readers.containers import Source
 from searchgym.diversity.readers.detection import (
     _detect_file,
-    _detect_record,
     _field_for,
     _files,
     _NotJSON,
@@ -79,7 +80,6 @@ from searchgym.diversity.readers.detection import (
     _skip_or_raise,
     _tags,
     detect_format,
-    tree_reads_more,
 )
 from searchgym.diversity.readers.grammars import (
     episode_from_response,
@@ -206,18 +206,9 @@ def _read_file(f: Path, fmt: str, opts: _Opts, stats: ReadStats, lenient: bool, 
         parsed.extend(_react_log_records(src, query_tags=opts.query_tags, stats=stats, lenient=lenient,
                                          search_tools=tuple(opts.search_tools - DEFAULT_SEARCH_TOOLS)))
     else:
-        before = dataclasses.replace(stats, skipped_reasons=Counter(stats.skipped_reasons),
-                                     grammars=Counter(stats.grammars), notes=list(stats.notes))
-        got = list(_read_records(src, ffmt, opts, stats, lenient, default_step))
-        if fmt == "auto" and ffmt != "tree" and not any(e.queries or p or e.malformed for e, p, _ in got) \
-                and tree_reads_more(src, opts):
-            # the named format read no call where the generic reader finds some: its reading wins
-            for k in ("skipped_lines", "skipped_reasons", "first_problem", "grammars", "other_calls", "reemitted",
-                      "sidecar", "unexecuted", "rejected"):
-                setattr(stats, k, getattr(before, k))
-            ffmt = "tree"
-            got = list(_read_records(src, ffmt, opts, stats, lenient, default_step))
-        parsed.extend(got)
+        parsed.extend(_read_records(src, ffmt, opts, stats, lenient, default_step))
+        if ffmt == "tree":  # named by the first record's winning reading (chat, verl, react, search-r1, tree)
+            ffmt = next((k for k in opts.labels if k), "tree")
     return ffmt
 
 
@@ -260,7 +251,7 @@ def _read_records(src: Source, fmt: str, opts: _Opts, stats: ReadStats, lenient:
             try:
                 if not isinstance(rec, dict) and not (fm and isinstance(rec, list)):
                     raise _BadRecord("not a JSON object", f"expected a JSON object, got {type(rec).__name__}")
-                if opts.field is None and fmt in ("react", "search-r1") and _detect_record(rec, opts) is None:
+                if opts.field is None and fmt in ("react", "search-r1"):
                     _field_for(fmt, rec, opts)
                 try:
                     yield parser(rec, f, n, stats, opts, default_step)

@@ -25,6 +25,7 @@ ARG_KEYS = ("arguments", "args", "parameters", "params", "input", "action_input"
 OUT_KEYS = ("output", "observation", "result", "results", "retrieved_documents", "retrieved_docs", "documents",
             "docs", "search_results", "retrieved", "evidence", "passages", "contexts", "tool_output", "response",
             "content")
+_NAME_SET = frozenset(NAME_KEYS)
 _ACTION_KEYS = ("tool_name", "tool", "action", "action_type", "tool_type", "function")
 MAX_DEPTH = 64
 
@@ -149,6 +150,8 @@ def _is_output_item(node: dict) -> bool:
 
 def call_at(node: dict[str, Any], path: str, nxt: Any, search_tools: frozenset[str]) -> Found | None:
     """The call this node is, if any (``nxt``: the item after it in its list, which may hold its output)."""
+    if _NAME_SET.isdisjoint(node):  # (most nodes: one set operation)
+        return None
     nk, name = _name(node)
     if nk is None or _is_output_item(node) and not searchy(name, search_tools):
         return None

@@ -1,4 +1,5 @@
-"""Detection: which record format a file holds, and its records (over the containers of ``containers``).
+"""Detection: which reader a file needs (searchgym's schema, a text log, or the generic reader for any other
+JSON-like records), and its records (over the containers of ``containers``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ from searchgym.diversity.readers.containers import BadRecord as _BadRecord
 from searchgym.diversity.readers.containers import Source
 from searchgym.diversity.readers.containers import decode_json as _decode
 from searchgym.diversity.readers.records import (
-    _PROMPT_KEYS,
     _REACT_ACTION_LINE,
     _STEP_FILE,
     DEFAULT_QUERY_TAGS,
@@ -23,66 +23,27 @@ from searchgym.diversity.readers.records import (
     REACT_KEYS,
     RESPONSE_KEYS,
     SEQUENCE_KEYS,
-    TOOL_CALL,
     ReadStats,
     _lookup,
 )
 from searchgym.diversity.readers.transcripts import (
+    HEADER_LINE,
     _Opts,
+    _text_transcript,
     find_turns,
+    transcripts_of,
 )
-from searchgym.diversity.readers.tree import HEADER_LINE, best, readings
+from searchgym.diversity.readers.tree import best, parse_tree, readings
 from searchgym.errors import ConfigError, TrajectoryFormatError
 
 
-def _has_call_marker(s: str, query_tags: tuple[tuple[str, str], ...]) -> bool:
-    if any(o in s for o, _ in query_tags) or TOOL_CALL[0] in s:
-        return True
-    return "Action" in s and _REACT_ACTION_LINE.search(s) is not None
-
-
-def _detect_record(obj: dict, opts: _Opts) -> str | None:
-    """The record format of one JSON object, or None; sets ``opts.field`` for text-field formats."""
-    if opts.text_field:
-        return "jsonl"
-    if "steps" in obj and "episode_id" in obj:
-        return "searchgym"
-    k, msgs = find_turns(obj)
-    if isinstance(msgs, list) and msgs and all(isinstance(m, dict) for m in msgs[:3]) and \
-            any(("role" in m or "from" in m) for m in msgs[:3]):
-        return "chat"
-    if isinstance(obj.get("input"), str) and isinstance(obj.get("output"), str):
-        return "verl"
-    for k in REACT_KEYS:
-        kk, v = _lookup(obj, (k,))
-        if isinstance(v, str) and "ction" in v and _REACT_ACTION_LINE.search(v):
-            opts.field = kk
-            return "react"
-    for kk, v in obj.items():  # a ReAct trace under any name (even "prompt": its examples come before
-        # its last "Question:" line and are not read): it needs an observation as well as an action
-        if isinstance(v, str) and "ction" in v and "bservation" in v and _REACT_ACTION_LINE.search(v):
-            opts.field = kk
-            return "react"
-    keys = [k for k in SEQUENCE_KEYS + RESPONSE_KEYS]
-    for k in keys:
-        kk, v = _lookup(obj, (k,))
-        if isinstance(v, str) and _has_call_marker(v, opts.query_tags):
-            opts.field = kk
-            return "react" if (TOOL_CALL[0] not in v and not any(o in v for o, _ in opts.query_tags)) \
-                else "search-r1"
-    for kk, v in obj.items():
-        if str(kk).lower() in _PROMPT_KEYS:
-            continue  # an instruction's "<search> query </search>" example is no call
-        if isinstance(v, str) and len(v) > 20 and _has_call_marker(v, opts.query_tags):
-            opts.field = kk
-            return "react" if (TOOL_CALL[0] not in v and not any(o in v for o, _ in opts.query_tags)) \
-                else "search-r1"
-    return None
-
-
 def _field_for(fmt: str, obj: dict, opts: _Opts) -> None:
-    """For a forced format, pick its text field from a record."""
+    """For a forced format, pick its text field from a record: the field holding calls, else the first text."""
     if opts.field is not None:
+        return
+    text = _text_transcript(obj, opts, ())
+    if text is not None:
+        opts.field = text[1]
         return
     if fmt == "react":
         for k in REACT_KEYS + SEQUENCE_KEYS + RESPONSE_KEYS:
@@ -228,7 +189,9 @@ def _tried_message(where: Path, keys: list[str] | None) -> str:
 
 def detect_format(path: str | os.PathLike[str], *, text_field: str | None = None,
                   query_tags: tuple[tuple[str, str], ...] | None = None) -> str:
-    """Guess the record format of a run (see the module docstring)."""
+    """The record format of a run: ``searchgym``, a text log's (``react-log``, ``train-log``), else the kind of
+    reading that the generic reader keeps for the first records (``chat``, ``verl``, ``react``, ``search-r1``,
+    ``tree``)."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"run {p} does not exist")
@@ -236,7 +199,17 @@ def detect_format(path: str | os.PathLike[str], *, text_field: str | None = None
         return "jsonl"
     opts = _Opts(query_tags=_tags(query_tags), text_field=None, step_field=None, question_field=None,
                  reward_field=None, success_threshold=1.0)
-    return _detect_file(C.load(_files(p)[0][1]), opts)
+    src = C.load(_files(p)[0][1])
+    fmt = _detect_file(src, opts)
+    if fmt != "tree":
+        return fmt
+    stats = ReadStats(format="tree")
+    for n, _, rec in _records(src, stats, lenient=True):  # the kind of reading that wins the first records
+        if isinstance(rec, dict):
+            parse_tree(rec, src.path, n, stats, opts, None)
+        if any(opts.labels) or n >= 50:
+            break
+    return next((k for k in opts.labels if k), "tree")
 
 
 def _detect_file(src: Source, opts: _Opts) -> str:
@@ -249,9 +222,10 @@ def _detect_file(src: Source, opts: _Opts) -> str:
             if not isinstance(rec, dict):
                 continue
             keys = keys or sorted(str(k) for k in rec)
-            fmt = _detect_record(rec, opts)
-            if fmt:
-                return fmt
+            if "steps" in rec and "episode_id" in rec:
+                return "searchgym"
+            if transcripts_of(rec, opts):
+                return "tree"  # the generic reader (a transcript by structure: chat turns, a text with calls…)
             seen.append(rec)
             if len(seen) >= 50:
                 break
@@ -268,16 +242,6 @@ def _detect_file(src: Source, opts: _Opts) -> str:
 
 def _tree_finds(recs: list[Any], opts: _Opts) -> bool:
     return any(isinstance(r, dict) and best(readings(r, opts)[0]) is not None for r in recs)
-
-
-def tree_reads_more(src: Source, opts: _Opts) -> bool:
-    """Whether the generic reader finds search calls in the first 50 records (for a file whose named format
-    read none: a chat list of system / user turns beside tool-call items, say)."""
-    try:
-        recs = [r for _, (_, _, r) in zip(range(50), _records(src, ReadStats(format="auto"), lenient=True))]
-    except (_NotJSON, TrajectoryFormatError):
-        return False
-    return _tree_finds(recs, opts)
 
 
 def _detect_text(src: Source) -> str:

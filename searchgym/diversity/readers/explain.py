@@ -33,20 +33,20 @@ def explain(path: str | Path, *, records: int = 3, query_tags: Any = None,
     opts = _Opts(query_tags=_tags(query_tags), text_field=None, step_field=None, question_field=None,
                  reward_field=None, success_threshold=1.0, search_tools=search_tools)
     try:
-        fmt = _detect_file(src, opts)
-        head = f"{f}: format {fmt}" + (" (the generic reader: no named format matched)" if fmt == "tree" else
-                                       " (a named format reads it; below, the generic reader's view of it)")
+        fmt: str | None = _detect_file(src, opts)
     except TrajectoryFormatError:
-        fmt, head = None, f"{f}: no named format matched and no search call was found by structure"
-    out = [head]
+        fmt = None
     try:
         recs = [r for _, _, r in _take(_records(src, ReadStats(format="auto"), lenient=True), records)]
     except _NotJSON:
-        return "\n".join(out + ["plain text: read as a log (react-log / train-log); --map applies to JSON records"])
+        return f"{f}: format {fmt}\nplain text: read as a log (react-log / train-log); --map applies to JSON records"
     opts.explain, opts.explain_limit = [], records
-    for i, rec in enumerate(recs):
-        if isinstance(rec, dict):
-            parse_tree(rec, f, i + 1, ReadStats(format="tree"), opts, None)
+    if fmt == "tree":
+        for i, rec in enumerate(recs):
+            if isinstance(rec, dict):
+                parse_tree(rec, f, i + 1, ReadStats(format="tree"), opts, None)
+        fmt = next((k for k in opts.labels if k), "tree")
+    out = [_head(f, fmt)]
     for ex in opts.explain:
         out.extend(_lines(ex))
     if not any("queries" in ex.found for ex in opts.explain) and recs and isinstance(recs[0], dict):
@@ -54,6 +54,17 @@ def explain(path: str | Path, *, records: int = 3, query_tags: Any = None,
     elif opts.explain:
         out.append("map that reproduces this reading: " + _as_map(opts.explain[0]))
     return "\n".join(out)
+
+
+def _head(f: Path, fmt: str | None) -> str:
+    if fmt is None:
+        return f"{f}: no transcript (chat turns, a text with calls) and no search call was found by structure"
+    if fmt == "tree":
+        return f"{f}: format tree (the generic reader: search calls by structure)"
+    if fmt in ("searchgym", "react-log", "train-log"):
+        return f"{f}: format {fmt}"
+    return f"{f}: format {fmt} (the generic reader: the record's {fmt} transcript read whole; below, its competing " \
+           "readings)"
 
 
 def _take(it: Any, n: int) -> list[Any]:

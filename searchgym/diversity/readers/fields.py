@@ -28,12 +28,19 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_FIELD_DEPTH = 3
 
 
+_EXPRS: dict[str, str] = {}  # key -> its expression (records repeat their keys; bounded below)
+
+
 def key_expr(key: str) -> str:
     """A dict key as a JMESPath identifier (quoted when it is not a bare name)."""
     k = str(key)
-    if _IDENT.match(k):
-        return k
-    return '"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    got = _EXPRS.get(k)
+    if got is not None:
+        return got
+    got = k if _IDENT.match(k) else '"' + k.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if len(_EXPRS) < 4096:
+        _EXPRS[k] = got
+    return got
 
 
 def join(path: str, key: str | int) -> str:

@@ -6,7 +6,9 @@ parses) and the question from a field, the first user turn, or a ``Question:`` /
 from __future__ import annotations
 
 import math
+import re
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +30,21 @@ from searchgym.diversity.readers.outcomes import em_success, reward_in_text
 from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
-    _QUESTION_LINE,
+    _PROMPT_KEYS,
     _QWORD,
+    _REACT_ACTION_LINE,
     ANSWER_KEYS,
     DEFAULT_SEARCH_TOOLS,
     EPISODE_ID_KEYS,
     MESSAGE_KEYS,
     QUESTION_ID_KEYS,
     QUESTION_KEYS,
+    REACT_KEYS,
     RESPONSE_KEYS,
     REWARD_KEYS,
+    SEQUENCE_KEYS,
     STEP_KEYS,
+    TOOL_CALL,
     Episode,
     ReadStats,
     _get,
@@ -200,6 +206,8 @@ class _Opts:
         self.explain: list[Any] | None = None  # --explain: what the generic reader found, per record
         self.explain_limit = 3
         self.fieldmap: dict[str, Any] | None = None  # --map: FIELD -> compiled JMESPath
+        self.labels: Counter[str] = Counter()  # the generic reader: the kind of reading that won, per record
+        self.file_reading: tuple[str, str | None] | None = None  # the first transcript reading of the file
         names = {o: _grammar_name(o) for o, _ in query_tags}
         self.names = names
 
@@ -331,7 +339,7 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
         raise TrajectoryFormatError(f"ReAct field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
     meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
                         default_step=default_step)
-    text, q_in_text = _react_episode_text(val)
+    text, q_in_text = react_episode_text(val)
     question = _question(obj, opts.question_field, q_in_text)
     asm = _Assembler(opts.search_tools)
     scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
@@ -339,24 +347,20 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
     return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
 
 
-def _react_episode_text(val: str) -> tuple[str, str | None]:
-    """The part of a ReAct trace after its last ``Question:`` line start (few-shot examples come before)."""
-    k = -1
-    pos = len(val)
-    while True:
-        j = val.rfind("Question", 0, pos)
-        if j < 0:
-            break
-        if (j == 0 or val[j - 1] == "\n") and _QUESTION_LINE.match(val, j):
-            k = j
-            break
-        pos = j
-    if k < 0:
-        return val, None
-    m = _QUESTION_LINE.match(val, k)
-    e = val.find("\n", m.end())
-    e = len(val) if e < 0 else e
-    return val[e:], val[m.end():e].strip() or None
+# An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
+HEADER_LINE = re.compile(r"(?<![^\n])[ \t]*(Question|Claim|Instruction|Task)(?:[ \t]*\d+)?[ \t]*:[ \t]*")
+
+
+def react_episode_text(text: str) -> tuple[str, str | None]:
+    """A ReAct text after its last episode header line (few-shot examples come before), and the header's text."""
+    last = None
+    for last in HEADER_LINE.finditer(text):
+        pass
+    if last is None:
+        return text, None
+    e = text.find("\n", last.end())
+    e = len(text) if e < 0 else e
+    return text[e:], text[last.end():e].strip() or None
 
 
 def _is_turn(m: Any) -> bool:
@@ -538,6 +542,80 @@ def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts:
             stats.grammars["searchgym"] += 1
         turn += 1
     return ep, [], 1
+
+
+def _has_call_marker(s: str, query_tags: tuple[tuple[str, str], ...]) -> bool:
+    if any(o in s for o, _ in query_tags) or TOOL_CALL[0] in s:
+        return True
+    return "ction" in s and _REACT_ACTION_LINE.search(s) is not None
+
+
+def _text_kind(v: str, opts: _Opts) -> str:
+    """``react`` for a text whose calls are ReAct actions only, else ``search-r1`` (tags, ``<tool_call>``)."""
+    if TOOL_CALL[0] in v or any(o in v for o, _ in opts.query_tags) or "ction" not in v:
+        return "search-r1"
+    return "react"
+
+
+def _is_chat(msgs: Any) -> bool:
+    return isinstance(msgs, list) and bool(msgs) and all(isinstance(m, dict) for m in msgs[:3]) and \
+        any(("role" in m or "from" in m) for m in msgs[:3])
+
+
+def _text_transcript(obj: dict[str, Any], opts: _Opts, skip: tuple[str, ...]) -> tuple[str, str] | None:
+    """(reader, key) of the record's first text field holding calls: a ReAct trace under a ReAct key, or under
+    any key with an observation too (even "prompt": its examples come before its last "Question:" line and are
+    not read); else a sequence / response key, else any key but a prompt's (whose examples are no calls)."""
+    strs = {k: v for k, v in obj.items() if isinstance(v, str) and k not in skip}
+    if not strs:
+        return None
+    low = {str(k).lower(): k for k in strs}
+
+    def at(k: str) -> tuple[Any, str | None]:
+        kk = k if k in strs else low.get(k)
+        return kk, (strs[kk] if kk is not None else None)
+
+    for k in REACT_KEYS:
+        kk, v = at(k)
+        if v is not None and "ction" in v and _REACT_ACTION_LINE.search(v):
+            return "react", kk
+    for kk, v in strs.items():
+        if "ction" in v and "bservation" in v and _REACT_ACTION_LINE.search(v):
+            return "react", kk
+    for k in SEQUENCE_KEYS + RESPONSE_KEYS:
+        kk, v = at(k)
+        if v is not None and _has_call_marker(v, opts.query_tags):
+            return _text_kind(v, opts), kk
+    for kk, v in strs.items():
+        if str(kk).lower() not in _PROMPT_KEYS and len(v) > 20 and _has_call_marker(v, opts.query_tags):
+            return _text_kind(v, opts), kk
+    return None
+
+
+def transcripts_of(obj: dict[str, Any], opts: _Opts, *, fallback: bool = False) -> list[tuple[str, str | None]]:
+    """The transcripts of a record found by structure, as (reader, key), in order of preference: a list of chat
+    turns; a prompt / response pair (string ``input`` and ``output``); a text field holding calls. Each is one
+    reading of the record for the generic reader (``tree``), which keeps the one with the most queries.
+    ``fallback``: where there is none, a sequence / response text without calls (an answer only) is one."""
+    out: list[tuple[str, str | None]] = []
+    for v in obj.values():
+        if isinstance(v, list):  # (a chat transcript is a list)
+            k, msgs = find_turns(obj)
+            if _is_chat(msgs):
+                out.append(("chat", k))
+            break
+    pair = isinstance(obj.get("input"), str) and isinstance(obj.get("output"), str)
+    if pair:
+        out.append(("verl", "output"))
+    text = _text_transcript(obj, opts, ("input", "output") if pair else ())
+    if text is not None:
+        out.append(text)
+    elif fallback and not out:
+        for k in SEQUENCE_KEYS + RESPONSE_KEYS:
+            kk, v = _lookup(obj, (k,))
+            if isinstance(v, str):
+                return [("search-r1", kk)]
+    return out
 
 
 _PARSERS = {"verl": _parse_verl, "search-r1": _parse_sequence, "react": _parse_react, "chat": _parse_chat,

@@ -35,16 +35,16 @@ from searchgym.diversity.readers.records import (
     _lookup,
 )
 from searchgym.diversity.readers.transcripts import (
+    _PARSERS,
     ParsedRecord,
     _chat_question,
     _Opts,
     find_turns,
     parse_question,
+    react_episode_text,
     split_response,
+    transcripts_of,
 )
-
-# An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
-HEADER_LINE = re.compile(r"(?<![^\n])[ \t]*(Question|Claim|Instruction|Task)(?:[ \t]*\d+)?[ \t]*:[ \t]*")
 
 
 @dataclass
@@ -81,8 +81,8 @@ class Explanation:
     missing: list[str] = field(default_factory=list)
 
 
-def _structured(found: list[K.Found]) -> Reading:
-    r = Reading("structured calls", _calls_expr(found))
+def _structured(found: list[K.Found], answer: str | None) -> Reading:
+    r = Reading("structured calls", _calls_expr(found), answer=answer)
     for turn, f in enumerate(found):
         if f.other:
             r.other += 1
@@ -124,18 +124,6 @@ def _raw(s: str) -> str:
     return "`" + json.dumps(s).replace("`", "\\`") + "`"
 
 
-def _react_text(text: str) -> tuple[str, str | None]:
-    """A ReAct text after its last episode header line (examples come before), and the header's text."""
-    last = None
-    for last in HEADER_LINE.finditer(text):
-        pass
-    if last is None:
-        return text, None
-    e = text.find("\n", last.end())
-    e = len(text) if e < 0 else e
-    return text[e:], text[last.end():e].strip() or None
-
-
 def _text_reading(path: str, text: str, opts: _Opts) -> Reading:
     r = Reading(f"text at {path}", path, text=text)
     body = text
@@ -143,7 +131,7 @@ def _text_reading(path: str, text: str, opts: _Opts) -> Reading:
         prompt, body = split_response(text)
         r.question = parse_question(prompt)
     elif "ction" in text and _REACT_ACTION_LINE.search(text):
-        body, r.question = _react_text(text)
+        body, r.question = react_episode_text(text)
     asm = _Assembler(opts.search_tools)
     scan_text(body, asm, query_tags=opts.query_tags, grammar_names=opts.names)
     ep, r.pending = asm.build(r.stats)
@@ -161,24 +149,75 @@ def _has_calls(s: str, opts: _Opts) -> bool:
     return "ction" in s and _REACT_ACTION_LINE.search(s) is not None
 
 
+def _output_text(node: dict) -> str | None:
+    """The text of a Responses-API ``output_text`` item (the agent's final answer, the last one wins)."""
+    t = node.get("text")
+    if node.get("type") == "output_text" and isinstance(t, str) and t.strip():
+        return t.strip()
+    return None
+
+
 def _last_key(path: str) -> str:
     tail = path.rsplit(".", 1)[-1]
     return tail.split("[", 1)[0].strip('"').lower()
 
 
-def readings(obj: Any, opts: _Opts) -> tuple[list[Reading], list[tuple[str, str]]]:
-    """The competing readings of a record, and its string leaves (path, text) for rewards in text."""
+def _under(path: str, keys: frozenset[str]) -> bool:
+    """Whether a leaf's path lies under one of the top-level ``keys`` (as JMESPath identifiers)."""
+    if not keys:
+        return False
+    head = path
+    for sep in (".", "["):
+        j = head.find(sep, 1)
+        if j > 0:
+            head = head[:j]
+    return head in keys
+
+
+def _flat(obj: dict) -> bool:
+    for v in obj.values():
+        if isinstance(v, (dict, list)):
+            return False
+    return True
+
+
+def _flat_readings(obj: dict, opts: _Opts, claimed: frozenset[str]) -> tuple[list[Reading], list[tuple[str, str]]]:
+    """``readings`` of a record without nested values (most rollout dumps), in one loop: the record itself may be
+    a call; else its long string fields are its leaves."""
+    c = K.call_at(obj, "", None, opts.search_tools)
+    if c is not None:
+        return [_structured([c], None)], []
+    texts: list[Reading] = []
+    leaves: list[tuple[str, str]] = []
+    for k, v in obj.items():
+        if isinstance(v, str) and len(v) >= 20:
+            path = F.key_expr(k)
+            leaves.append((path, v))
+            if str(k).lower() not in _PROMPT_KEYS and path not in claimed and _has_calls(v, opts):
+                texts.append(_text_reading(path, v, opts))
+    return texts, leaves
+
+
+def readings(obj: Any, opts: _Opts,
+             claimed: frozenset[str] = frozenset()) -> tuple[list[Reading], list[tuple[str, str]]]:
+    """The competing readings of a record, and its string leaves (path, text) for rewards in text. Text leaves
+    under a ``claimed`` top-level key (a transcript read whole, ``transcripts_of``) are not read again alone."""
+    if isinstance(obj, dict) and _flat(obj):
+        return _flat_readings(obj, opts, claimed)
     found: list[K.Found] = []
     texts: list[Reading] = []
     leaves: list[tuple[str, str]] = []
+    answer = None
     for path, node, call in K.walk(obj, opts.search_tools):
         if call is not None:
             found.append(call)
+        elif isinstance(node, dict):
+            answer = _output_text(node) or answer
         elif isinstance(node, str) and len(node) >= 20:
             leaves.append((path, node))
-            if _last_key(path) not in _PROMPT_KEYS and _has_calls(node, opts):
+            if _last_key(path) not in _PROMPT_KEYS and not _under(path, claimed) and _has_calls(node, opts):
                 texts.append(_text_reading(path, node, opts))
-    out = ([_structured(found)] if found else []) + texts
+    out = ([_structured(found, answer)] if found else []) + texts
     return out, leaves
 
 
@@ -192,7 +231,7 @@ def best(rs: list[Reading]) -> Reading | None:
 def _question(obj: dict, fs: dict[str, tuple[str, Any]], chosen: Reading | None) -> tuple[str | None, str | None]:
     if "question" in fs:
         path, q = fs["question"]
-        if len(q) > 300 or "\n" in q:
+        if len(q) > 300 or "\n" in q or "uestion" in q:  # a prompt: its "Question:" line
             q = parse_question(q) or (q if len(q) <= 300 else None)
         if q:
             return path, q
@@ -228,11 +267,62 @@ def _outcome(fs: dict[str, tuple[str, Any]], chosen: Reading | None, leaves: lis
     return None, None, None
 
 
+def _key(p: ParsedRecord) -> tuple[int, int]:
+    """How much a reading read: its executed queries, then (a reading without any observation) its issued calls."""
+    ep, pending, n_obs = p
+    return len(ep.queries), (len(pending) if not n_obs else 0)
+
+
+def _transcripts(obj: dict[str, Any], named: list[tuple[str, str | None]], path: Path, lineno: int, opts: _Opts,
+                 default_step: int | None, into: ReadStats | None) -> tuple[str, ParsedRecord, ReadStats] | None:
+    """The best reading of the record's whole transcripts (``transcripts_of``; the first wins ties). ``into``: the
+    run's statistics, when this one reading is sure to win (else each reading counts apart, the winner's merged)."""
+    out = None
+    saved = opts.field
+    try:
+        for reader, key in named:
+            st = into if into is not None else ReadStats(format=reader)
+            opts.field = key
+            got = _PARSERS[reader](obj, path, lineno, st, opts, default_step)
+            if out is None or _key(got) > _key(out[1]):
+                out = (reader, got, st)
+    finally:
+        opts.field = saved
+    return out
+
+
+def _merge_stats(stats: ReadStats, st: ReadStats) -> None:
+    stats.grammars.update(st.grammars)
+    stats.skipped_reasons.update(st.skipped_reasons)
+    for k in ("reemitted", "unexecuted", "other_calls", "rejected", "sidecar"):
+        setattr(stats, k, getattr(stats, k) + getattr(st, k))
+
+
 def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, opts: _Opts,
                default_step: int | None) -> ParsedRecord:
-    """One record read by the generic reader (a ``_PARSERS`` entry)."""
-    rs, leaves = readings(obj, opts)
+    """One record read by the generic reader: the best of its readings, whole transcripts (a chat turn list, a
+    prompt / response pair, a text field; ``transcripts_of``) against calls found by structure anywhere and text
+    leaves elsewhere; a transcript wins ties. ``opts.labels`` counts the kind of reading that won."""
+    named = transcripts_of(obj, opts, fallback=True)
+    claimed = frozenset([F.key_expr(k) for _, k in named if k is not None]) if named else frozenset()
+    rs, leaves = readings(obj, opts, claimed)
     chosen = best(rs)
+    if not named and chosen is None and opts.file_reading is not None:
+        named = [opts.file_reading]  # nothing here: read as the file's records are (its field types checked)
+    sure = chosen is None and len(named) == 1
+    whole = _transcripts(obj, named, path, lineno, opts, default_step, stats if sure else None) if named else None
+    if whole is not None and (chosen is None or _key(whole[1]) >= _key(_parsed(chosen))):
+        reader, got, st = whole
+        if not sure:
+            _merge_stats(stats, st)
+        opts.labels[reader] += 1
+        if opts.file_reading is None:
+            opts.file_reading = next(n for n in named if n[0] == reader)
+        if opts.explain is not None and len(opts.explain) < opts.explain_limit:
+            others = readings(obj, opts)[0]  # the generic reader's view of the transcript too
+            opts.explain.append(_explain_transcript(f"{path.name}, record {lineno}", reader, named, got, others))
+        return got
+    opts.labels["tree" if chosen is not None else ""] += 1
     fs = F.record_fields(obj)
     qpath, question = _question(obj, fs, chosen)
     reward, success, rpath = _outcome(fs, chosen, leaves, opts.success_threshold)
@@ -253,6 +343,29 @@ def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, o
     if opts.explain is not None and len(opts.explain) < opts.explain_limit:
         opts.explain.append(_explain(f"{path.name}, record {lineno}", fs, qpath, question, rpath, rs, chosen))
     return ep, pending, n_obs
+
+
+def _parsed(r: Reading) -> ParsedRecord:
+    return Episode(queries=r.queries), r.pending, r.n_obs
+
+
+def _explain_transcript(where: str, reader: str, named: list[tuple[str, str | None]], got: ParsedRecord,
+                        rs: list[Reading]) -> Explanation:
+    ep, pending, _ = got
+    ex = Explanation(where)
+    key = next(k for r, k in named if r == reader)
+    ex.found["queries"] = (f"{F.key_expr(key or '')} (a {reader} transcript: its calls parsed by the grammars)",
+                           ep.queries[:3] or [q for q, _, _ in pending[:3]])
+    if ep.question:
+        ex.found["question"] = ("(the transcript's question)", ep.question)
+    if ep.reward is not None or ep.success is not None:
+        ex.found["reward"] = ("(the record's reward)", ep.reward)
+    kept = _key(got)[0]
+    ex.readings.append((f"{reader} transcript", F.key_expr(key or ""), kept, "kept"))
+    for r in rs:
+        ex.readings.append((r.name, r.expr, r.score(), f"lost: {r.score()} queries against {kept}"))
+    ex.missing = [k for k in ("queries", "question", "reward") if k not in ex.found]
+    return ex
 
 
 def _merge(stats: ReadStats, r: Reading) -> None:
