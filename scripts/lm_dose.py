@@ -46,28 +46,33 @@ def pool_success(ctx: Any, model_dir: Path, questions: int, samples: int, seed: 
 
 
 def run_comparator(ctx: Any, arm: str, seed: int, start: Path, d: Path, questions: int, samples: int,
-                   s0: float) -> dict[str, Any]:
+                   s0: float, kl_target: float | None = None) -> dict[str, Any]:
     """The comparator arm (``sft``: continued SFT for as many optimizer steps as GRPO; ``sft_kl``: continued SFT
-    at matched KL) from ``start`` with ``seed``: its train-pool success, change and final KL to the start."""
+    at matched KL) from ``start`` with ``seed``: its train-pool success, change and final KL to the start.
+    ``kl_target`` (sft_kl): the KL to stop at, this seed's GRPO final KL; None keeps ``cfg.kl_target``."""
     from searchgym.experiments.squeeze.controls import run_sft_control
     from searchgym.experiments.squeeze.stages import run_sft_arm
 
     t0 = time.time()
+    if kl_target is not None and arm == "sft_kl":
+        ctx.cfg.kl_target = kl_target
     hist = run_sft_arm(ctx, seed, start, d) if arm == "sft" else run_sft_control(ctx, arm, seed, start, d)
     s1 = pool_success(ctx, d / "final_model", questions, samples)
     kls = [r.get("charts/kl_to_start") for r in hist if r.get("charts/kl_to_start") is not None]
     return {"arm": arm, "success": s1, "success_change": s1 - s0, "kl_last": kls[-1] if kls else None,
-            "steps": len(hist), "seconds": time.time() - t0}
+            "kl_target": ctx.cfg.kl_target if arm == "sft_kl" else None, "steps": len(hist),
+            "seconds": time.time() - t0}
 
 
 def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *, questions: int = 128,
                samples: int = 2, seeds: tuple[int, ...] = (1,), json_path: Path | None = None,
-               comparator: str | None = None) -> dict[str, Any]:
+               comparator: str | None = None, match_kl: bool = False) -> dict[str, Any]:
     """GRPO at each learning rate from ``start``, once per seed; returns per lr each seed's per-step rows and move
     criterion (``runs``), and across seeds: the per-step mean (``rows``), the mean success change and final KL,
     their ranges, ``moved`` (the criterion on the means) and ``moved_seeds`` (seeds that moved on their own).
     With ``comparator`` (``sft`` or ``sft_kl``), each seed also runs that arm from the same start (the RL steps
-    of this lr) and records GRPO − comparator on train-pool success (``vs_comparator``, a t-interval over seeds)."""
+    of this lr) and records GRPO − comparator on train-pool success (``vs_comparator``, a t-interval over seeds);
+    ``match_kl``: sft_kl stops at the same seed's GRPO final KL instead of ``cfg.kl_target``."""
     from searchgym.experiments.squeeze.stages import run_rl_arm
 
     cfg = ctx.cfg
@@ -91,7 +96,7 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
                   f"({time.time() - t0:.0f}s)", flush=True)
             if comparator:
                 c = run_comparator(ctx, comparator, seed, start, d.with_name(f"{d.name}-{comparator}"), questions,
-                                   samples, s0)
+                                   samples, s0, kl_target=kl_last if match_kl else None)
                 runs[-1]["comparator"] = c
                 print(f"lr {lr:g} seed {seed} {comparator}: success {s0:.3f} -> {c['success']:.3f}, final KL "
                       f"{c['kl_last']}; GRPO − {comparator} {s1 - c['success']:+.3f} ({c['seconds']:.0f}s)", flush=True)
@@ -201,6 +206,10 @@ def main() -> None:
     ap.add_argument("--comparator", choices=("sft", "sft_kl"), default=None,
                     help="also run this arm per seed from the same start (sft: continued SFT, as many optimizer "
                          "steps; sft_kl: continued SFT at matched KL) and report GRPO − it on train-pool success")
+    ap.add_argument("--match-seed-kl", action="store_true",
+                    help="sft_kl stops at the same seed's GRPO final KL (default: the config's kl_target)")
+    ap.add_argument("--sft-kl-max-factor", type=int, default=None,
+                    help="sft_kl runs at most this many times GRPO's steps (default: the config's)")
     a = ap.parse_args()
 
     import torch
@@ -208,6 +217,8 @@ def main() -> None:
     torch.set_num_threads(a.threads)
     out = Path(a.out)
     cfg = SqueezeConfig.preset(out=str(out), strategy_seeds=0)
+    if a.sft_kl_max_factor is not None:
+        cfg.sft_kl_max_factor = a.sft_kl_max_factor
     ctx = Context(cfg, print)
     if a.start == "shipped":
         start, why = shipped_start(cfg, ctx.world)
@@ -219,7 +230,8 @@ def main() -> None:
         start, _ = build_start(ctx, out, print)
     res = dose_sweep(ctx, start, [float(x) for x in a.lrs.split(",")], a.steps, out, questions=a.questions,
                      samples=a.samples, seeds=tuple(int(x) for x in a.seeds.split(",")),
-                     json_path=Path(a.json) if a.json else None, comparator=a.comparator)
+                     json_path=Path(a.json) if a.json else None, comparator=a.comparator,
+                     match_kl=a.match_seed_kl)
     print(f"\nSFT start: train-pool success {res['start_success']:.3f} ({a.questions} questions x {a.samples})")
     for lr, v in res["lrs"].items():
         sr, kr = v["success_change_range"], v["kl_last_range"] or [None, None]

@@ -32,8 +32,12 @@ def kl_to_start(ref: Any, episodes: list[Any], pad: int, device: str, temperatur
                 micro: int = 32) -> float | None:
     """Per-token KL(policy || start) of ``episodes`` sampled from the policy: the k3 estimator on the agent's
     tokens from the episodes' own behaviour log-probs and the start's (``ref``) log-probs, as ``train_rl`` logs
-    ``charts/kl_to_start``. None for episodes without agent tokens. (The experiment's own copy until SFT logs it
-    itself: swap this function for the trainer's when it does.)"""
+    ``charts/kl_to_start``. None for episodes without agent tokens.
+
+    Not ``train_sft(ref_model=)``'s ``charts/kl_to_start``: that one is the exact KL on the *demonstrations'*
+    tokens (what SFT trains on), this one the k3 estimate on the policy's *own rollouts*, RL's measure, so the
+    SFT arms' KL and ``sft_kl``'s stopping rule compare with GRPO's; and ``sft_kl`` / ``rs_sft`` do not run
+    ``train_sft`` at all."""
     import torch
 
     from searchgym.train.losses import kl_penalty
