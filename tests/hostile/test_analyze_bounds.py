@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.hostile.conftest import PYTHON, no_traceback, run_measured
+from tests.sweeps import first_fast
 
 CLI = [PYTHON, "-m", "searchgym.cli", "analyze"]
 MB = 1 << 20
@@ -191,6 +192,7 @@ def shared_sidecar(d: Path, n: int = 8_000) -> Path:
 # ---------------------------------------------------------------------------------------------------------
 # the cases
 
+@pytest.mark.slow  # a soak (about 8 s); .ci/run runs it
 def test_a_gzip_bomb_is_refused_before_it_is_held(tmp_path):
     src = gzip_bomb(tmp_path)
     assert src.stat().st_size < MB
@@ -260,7 +262,7 @@ def test_an_endless_pipe_stops_at_the_budget(tmp_path):
     _one_line_error(proc.returncode, proc.stderr, "input budget", "--max-bytes")
 
 
-@pytest.mark.parametrize("value", ["abc", "-5", "0"])
+@pytest.mark.parametrize("value", first_fast(["abc", "-5", "0"]))
 def test_a_bad_budget_is_one_config_line(tmp_path, value):
     src = parallel_searchgym_step(tmp_path, 3)
     rc, _out, err, _, _ = _analyze(src, tmp_path / "a", env={"SEARCHGYM_ANALYZE_MAX_BYTES": value})
@@ -322,8 +324,9 @@ def test_a_20000_turn_loop_is_read_with_every_search(tmp_path):
     assert ep.queries[5_000] == "the other query" and set(ep.queries[:5_000]) == {"the same query"}
 
 
-@pytest.mark.parametrize("make,n", [(one_observation_many_calls, 6_001), (parallel_searchgym_step, 6_001),
-                                    (shared_sidecar, 8_000)], ids=["one observation", "searchgym step", "sidecar"])
+@pytest.mark.parametrize("make,n", first_fast([(one_observation_many_calls, 6_001),
+                                               (parallel_searchgym_step, 6_001), (shared_sidecar, 8_000)],
+                                              ids=["one observation", "searchgym step", "sidecar"]))
 def test_evidence_shared_by_many_queries_is_held_once(tmp_path, make, n):
     src = make(tmp_path)
     assert src.stat().st_size < MB

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.sweeps import first_fast
+
 from .conftest import SEARCHGYM, no_traceback, run_measured
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,11 +52,11 @@ def _attack(name: str) -> bytes:
     return json.dumps(s).encode()
 
 
-@pytest.mark.parametrize("name,words", [
+@pytest.mark.parametrize("name,words", first_fast([
     ("deep", "nested too deeply"), ("not_utf8", "not UTF-8"), ("seed_abc", "finite numbers"),
     ("1e400", "out of range"), ("nan", "not a finite number"), ("arm_list", "must be an object"),
     ("config_list", "must be objects"), ("world_seed_str", "world_seed"),
-])
+]))
 def test_squeeze_worlds_refuses_a_hostile_summary(tmp_path: Path, name: str, words: str):
     w0, w1 = tmp_path / "w0", tmp_path / "w1"
     w0.mkdir()

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from searchgym.retrieval import Passage, build_index, load_index
+from tests.sweeps import first_fast
 
 from .conftest import SEARCHGYM, no_traceback, run_measured
 
@@ -61,14 +62,14 @@ def _edit_sharded(m: dict, d: Path, attack: str) -> None:
         m["files"][str(f.relative_to(d))] = f.stat().st_size  # a consistent size: only the checksum tells
 
 
-@pytest.mark.parametrize("attack,words", [
+@pytest.mark.parametrize("attack,words", first_fast([
     ("n_1e9", ["do not cover"]),
     ("spec_string", ["cannot be read", "rebuild"]),
     ("vocab_absolute", ["outside the index directory"]),
     ("vocab_parent", ["outside the index directory"]),
     ("dir_parent", ["outside the index directory"]),
     ("checksum", ["checksum"]),
-])
+]))
 def test_index_split_refuses_a_hostile_source(tmp_path: Path, sharded: Path, attack: str, words: list[str]):
     shutil.copytree(sharded, tmp_path / "other")  # what the ../other paths name: a real, valid index
     src = tmp_path / "idx"
@@ -141,8 +142,8 @@ def _edit_state(work: Path, attack: str) -> None:
     p.write_text(json.dumps(s))
 
 
-@pytest.mark.parametrize("attack", ["n_1e6", "n_many", "avgdl_nan", "avgdl_wrong", "terms_cut",
-                                    "shard_dir_outside", "shards_list", "deep"])
+@pytest.mark.parametrize("attack", first_fast(["n_1e6", "n_many", "avgdl_nan", "avgdl_wrong", "terms_cut",
+                                               "shard_dir_outside", "shards_list", "deep"]))
 def test_a_resumed_build_with_a_hostile_state_starts_afresh(tmp_path: Path, attack: str):
     src, out, work = _interrupted_build(tmp_path)
     _edit_state(work, attack)
@@ -239,12 +240,12 @@ def _import(d: Path, name: str, out: Path) -> tuple[int, str, float]:
                           str(d / "c.jsonl"), "--model", "all-MiniLM-L6-v2", "--out", str(out)], timeout=BUDGET_S)
 
 
-@pytest.mark.parametrize("name,words", [
+@pytest.mark.parametrize("name,words", first_fast([
     ("truncated_header", "FAISS died reading it"), ("truncated", "FAISS cannot read it"),
     ("lying_ntotal", "FAISS cannot read it"), ("flipped_fourcc", "not recognized"),
     ("flipped_dim", "FAISS cannot read it"), ("hnsw_neighbours", "out of range"),
     ("ivf_ids", "ids outside rows"),
-])
+]))
 def test_import_faiss_refuses_a_hostile_file(tmp_path: Path, faiss_files: Path, name: str, words: str):
     rc, err, peak = _import(faiss_files, name, tmp_path / "out")
     line = _one_line_error(rc, err, peak, words)

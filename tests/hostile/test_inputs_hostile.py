@@ -126,8 +126,8 @@ def test_a_hostile_chat_template_is_refused_within_its_bounds(tiny_model_dir, na
         render_chat_template(tok, [{"role": "user", "content": "q"}])
 
 
-@pytest.mark.parametrize("name", [n if n == "nested loops" else pytest.param(n, marks=pytest.mark.slow)
-                                  for n in TEMPLATES])
+@pytest.mark.slow  # a rollout per template (about 16 s each); the in-bounds render check below stays fast
+@pytest.mark.parametrize("name", list(TEMPLATES))
 def test_a_hostile_chat_template_is_a_typed_error(tiny_model_dir, tmp_path, name):
     d = _copy(tiny_model_dir, tmp_path / "lm")
     (d / "chat_template.jinja").write_text(TEMPLATES[name])

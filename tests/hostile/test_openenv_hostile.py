@@ -37,6 +37,7 @@ def _upgrade(port: int) -> socket.socket:
     return s
 
 
+@pytest.mark.slow  # a soak of idle upgrades (about 16 s with its server); .ci/run runs it
 def test_idle_websocket_upgrades_do_not_lock_out_a_new_client(server):
     from openenv.core import GenericEnvClient
 

@@ -173,6 +173,7 @@ def _big_request() -> bytes:
     return json.dumps({"queries": [f"capital of country {i}" for i in range(650)], "topk": 100}).encode()
 
 
+@pytest.mark.slow  # a soak: sixty stalled clients (about 13 s); .ci/run runs it
 def test_sixty_clients_that_never_read_stay_bounded_and_health_answers(server):
     body = _big_request()  # 650 x 100 = 65,000 hits, the per-request limit
     socks: list[socket.socket] = []
