@@ -45,7 +45,7 @@ SFT_ARMS = ("sft", "sft_kl", "rs_sft")  # arms that are not trained by train_rl
 @dataclass
 class SqueezeConfig:
     out: str = "runs/squeeze"             # output directory
-    quick: bool = False                   # the <= 3 minute version
+    quick: bool = False                   # the demo preset (about 5 minutes on 2 idle cores)
     seeds: int = 6                        # seeds per arm
     arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent", "grpo_critique")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
@@ -139,15 +139,15 @@ class SqueezeConfig:
     def preset(cls, quick: bool = False, *, name: str | None = None, **overrides: Any) -> SqueezeConfig:
         """``name`` (or ``quick=True``, an alias of ``name="quick"``): one of :data:`PRESETS`.
 
-        quick: the <= 3 minute demo; it starts from the shipped SFT start (the default pipeline's, package data)
+        quick: the demo (about 5 minutes on 2 idle cores); it starts from the shipped SFT start (the default pipeline's, package data)
         and runs short RL arms from it. long: the default run at the RL dose of docs/squeeze.md "The RL dose"."""
         name = "quick" if quick else (name or "default")
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         if name == "quick":
             # the default world and model recipe (so the shipped start fits), short arms and small eval pools
-            # (two LM arms, one per arm worker, and 10 strategy-policy seeds of 30 steps: the demo fits 3 minutes
-            # on 2 cores; the remedies are the strategy policy's and the organism's arms)
+            # (two LM arms, one per arm worker, and 10 strategy-policy seeds of 30 steps: 294 s on 2 idle cores,
+            # over its 3-minute budget; the remedies are the strategy policy's and the organism's arms)
             base = cls(quick=True, seeds=1, arms=("sft", "grpo"), start_from="shipped", arm_demo_passes=1,
                        rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
