@@ -229,21 +229,7 @@ def test_rollout_workers_share_one_deployment(cl):
     assert ids == {0, 1}
 
 
-def _torch_one_thread(fn):
-    """``fn()`` with torch on one thread, as in a Serve replica of at most one CPU (Ray sets OMP_NUM_THREADS):
-    the encoder's floats depend on the thread count (one query encoded on 1 and on 2 threads differs in the 8th
-    digit), so the single index is asked under the replicas' setting."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return fn()
-    finally:
-        torch.set_num_threads(n)
-
-
-def test_dense_shards_on_serve_match_the_single_dense_index(cl, tmp_path):
+def test_dense_shards_on_serve_match_the_single_dense_index(cl, tmp_path, one_thread):
     """A Flat dense index split into 2 row ranges, each a Serve deployment with its encoder (num_gpus from
     gpus_per_shard: 0 here): the merged top 10 of 100 queries, ties and the cut among ties included, is the
     single dense index's, ids and scores."""
@@ -260,8 +246,13 @@ def test_dense_shards_on_serve_match_the_single_dense_index(cl, tmp_path):
     assert [s.kind for s in shard_sources([tmp_path / "split"])] == ["dense", "dense"]
     ref = load_index(single, kind="dense")
     qs = _queries(100, seed=5)
-    want, want_ties, want_http = _torch_one_thread(lambda: (
-        ref.batch_search(qs, 10), ref.batch_search(["alpha beta gamma"], 3), ref.batch_search(qs[:5], 10)))
+    # The single index is asked on one torch thread, as a Serve replica of at most one CPU runs (Ray sets
+    # OMP_NUM_THREADS): the encoder's floats depend on the thread count (the 8th digit of one query on 1 vs 2).
+    import torch
+
+    torch.set_num_threads(1)  # restored by the one_thread fixture
+    want, want_ties, want_http = (ref.batch_search(qs, 10), ref.batch_search(["alpha beta gamma"], 3),
+                                  ref.batch_search(qs[:5], 10))
     run([str(tmp_path / "split")], app="dense", route_prefix="/dense", port=cl.port, proxy_location="HeadOnly",
         replicas=1, cpus_per_replica=0, gpus_per_shard=0, ingress_actor_options={"resources": {"sg_head": 0.01}})
     try:
