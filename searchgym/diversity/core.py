@@ -574,6 +574,11 @@ def subset_sizes(lab: Labels) -> dict[str, int]:
     return out
 
 
+def _read_count(read_stats: Any, name: str) -> int:
+    """A counter of the reader's ``ReadStats`` (0 when there are none, as for episodes built in Python)."""
+    return int(getattr(read_stats, name, 0) or 0)
+
+
 def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = False) -> list[Warning_]:
     """The warnings that catch a wrong reading (each with a count; only those that fire)."""
     eps = lab.episodes
@@ -603,24 +608,24 @@ def warnings_of(lab: Labels, read_stats: Any = None, *, has_single_step: bool = 
         out.append(Warning_("single_point_steps", 1, "the run's steps hold a single point: no trend plot and "
                             "no entropy-law fit"))
     mal_calls = sum(int(getattr(e, "malformed", 0) or 0) for e in eps)
-    rs_mal = int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0
+    rs_mal = _read_count(read_stats, "malformed")
     mal = max(mal_calls, rs_mal)
     if mal:
         out.append(Warning_("malformed_calls", mal, f"{mal} search calls could not be parsed (not counted as "
                             "queries)"))
-    unexec = int(getattr(read_stats, "unexecuted", 0) or 0) if read_stats is not None else 0
+    unexec = _read_count(read_stats, "unexecuted")
     if unexec:
         out.append(Warning_("unexecuted_calls", unexec, f"{unexec} well-formed search calls were never answered "
                             "by an observation (not counted as queries)"))
-    rejected = int(getattr(read_stats, "rejected", 0) or 0) if read_stats is not None else 0
+    rejected = _read_count(read_stats, "rejected")
     if rejected:
         out.append(Warning_("rejected_calls", rejected, f"{rejected} search calls were refused by the tool ('Invalid "
                             "action!', 'Invalid request format', 'Error: Tool … not found'): they did not run and "
                             "are not counted as queries"))
-    skipped = int(getattr(read_stats, "skipped_lines", 0) or 0) if read_stats is not None else 0
+    skipped = _read_count(read_stats, "skipped_lines")
     if skipped:
         out.append(Warning_("skipped_lines", skipped, f"{skipped} malformed lines were skipped (--lenient)"))
-    cut = list(getattr(read_stats, "cut_lines", None) or []) if read_stats is not None else []
+    cut = list(getattr(read_stats, "cut_lines", None) or [])
     if cut:
         out.append(Warning_("cut_last_line", len(cut), f"skipped a last line cut mid-record (a file still being "
                             f"written?): {'; '.join(cut[:3])}{' …' if len(cut) > 3 else ''}; the rest was "
@@ -700,7 +705,7 @@ def run_stats(lab: Labels, *, n: int | Mapping[str, int] | None = None, series_n
     src = np.asarray(lab.sources, dtype=float) if lab.sources else np.zeros((0, 3))
     n_mal_q = sc.get("malformed", 0)
     n_mal_calls = max(sum(int(getattr(e, "malformed", 0) or 0) for e in eps),
-                      int(getattr(read_stats, "malformed", 0) or 0) if read_stats is not None else 0)
+                      _read_count(read_stats, "malformed"))
     return RunStats(
         n_episodes=len(eps), n_queries=nq, n_malformed=int(n_mal_calls + n_mal_q),
         question_copy_rate=_mean(float(c) for c in lab.copies), malformed_share=share(n_mal_q),
