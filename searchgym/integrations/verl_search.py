@@ -8,20 +8,17 @@ transformers and lives in its own venv, while the Ray Serve and HTTP retrievers 
 from __future__ import annotations
 
 import asyncio
+import functools
 from typing import Any
 from uuid import uuid4
 
-_PLACEHOLDER = None
 
-
+@functools.cache
 def placeholder_example() -> Any:
     """The question posed to the tool's env: a search tool has no question, only queries."""
-    global _PLACEHOLDER
-    if _PLACEHOLDER is None:
-        from searchgym.data import QAExample
+    from searchgym.data import QAExample
 
-        _PLACEHOLDER = QAExample(id="verl-tool", question="(search tool call)", answers=[])
-    return _PLACEHOLDER
+    return QAExample(id="verl-tool", question="(search tool call)", answers=[])
 
 
 def env_kwargs(config: dict[str, Any]) -> dict[str, Any]:
@@ -52,9 +49,8 @@ class SearchToolCore:
 
     def __init__(self, config: dict[str, Any] | None = None):
         self._env_kwargs = env_kwargs(dict(config or {}))
-        self._idle: list[Any] = [
-            self._new_env()
-        ]  # builds (or finds memoised) the retriever now, not mid-rollout
+        # The first env builds (or finds memoised) the retriever now, not mid-rollout.
+        self._idle: list[Any] = [self._new_env()]
         self.instances: dict[str, dict[str, Any]] = {}
 
     def _new_env(self) -> Any:
