@@ -292,8 +292,7 @@ class RayServeRetriever:
         """Exact top ``k`` over every shard, or :class:`ShardUnavailableError` naming the shard that is down
         (with ``allow_partial``: the hits of the shards that answered, and a warning naming the others)."""
         if self.allow_partial:
-            hits, missing = self.batch_search_partial(queries, k)
-            return self._partial({"result": hits, "missing_shards": missing})
+            return self._warn_partial(*self.batch_search_partial(queries, k))
         queries = check_queries(queries)
         if k <= 0 or not queries:
             return [[] for _ in queries]
@@ -322,16 +321,17 @@ class RayServeRetriever:
             try:
                 resp = self.handle.options(method_name=method).remote(queries, int(k))
                 got = await asyncio.wait_for(resp, self.timeout)
-                return self._partial(got) if self.allow_partial else got
+                return self._warn_partial(got["result"], got["missing_shards"]) if self.allow_partial else got
             except Exception as exc:  # noqa: BLE001 - sorted below
                 last = self._retryable(exc)
         raise self._down(last)
 
-    def _partial(self, got: dict[str, Any]) -> list[list[Hit]]:
-        if got["missing_shards"]:
+    def _warn_partial(self, hits: list[list[Hit]], missing: list[dict[str, Any]]) -> list[list[Hit]]:
+        """``hits``, after a warning naming the ``missing`` shards (if any)."""
+        if missing:
             log.warning("Ray Serve app %r answered without %s", self.app,
-                        "; ".join(f"shard {m['shard']} of {m['of']}" for m in got["missing_shards"]))
-        return got["result"]
+                        "; ".join(f"shard {m['shard']} of {m['of']}" for m in missing))
+        return hits
 
     def _call(self, method: str, *args: Any, timeout: float) -> Any:
         last: BaseException | None = None
