@@ -93,3 +93,10 @@ def test_wilson_interval():
     lo, hi = wilson(5, 10)
     assert lo == pytest.approx(0.2366, abs=1e-3) and hi == pytest.approx(0.7634, abs=1e-3)
     assert wilson(0, 20)[0] == 0.0 and wilson(20, 20)[1] == 1.0
+
+
+def test_two_worker_processes_give_the_one_process_result(outcomes):
+    cfg = ContextualConfig(seeds=2, steps=3, base=BASE, arms=("rs_sft", "grpo_critique"))
+    one, two = run_contextual(cfg, outcomes=outcomes), run_contextual(cfg, outcomes=outcomes, jobs=2)
+    one.pop("seconds"), two.pop("seconds")
+    assert one == two

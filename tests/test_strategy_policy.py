@@ -103,3 +103,18 @@ def test_bad_config_is_a_config_error(kw, outcomes):
 def test_empty_split_is_a_config_error():
     with pytest.raises(ConfigError):
         compute_outcomes(small(splits=("train", "nope")))
+
+
+def test_two_worker_processes_give_the_one_process_result(outcomes):
+    """The seeds (and the outcome table's splits) run in worker processes with the same figures, bit for bit."""
+    from searchgym.experiments.squeeze.strategy_policy import compute_outcomes as table
+
+    cfg = small(arms=("grpo", "sft"), seeds=2, steps=4, eval_every=2)
+    one = run_strategy_experiment(cfg, outcomes=outcomes)
+    two = run_strategy_experiment(cfg, outcomes=outcomes, jobs=2)
+    for r in (one, two):
+        r.pop("seconds"), r.pop("outcome_seconds")
+    assert one == two
+    split = table(small(), jobs=2)
+    assert split.questions == outcomes.questions and split.families == outcomes.families
+    assert all(np.array_equal(split.em[s], outcomes.em[s]) for s in SPLITS)

@@ -27,6 +27,7 @@ Wilson ``ci`` (a mean over a bimodal outcome hides the result).
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.experiments.squeeze.parallel import ordered_map
 from searchgym.experiments.squeeze.strategy_policy import (
     ALL_ARMS,
     Featurizer,
@@ -186,70 +188,90 @@ def measure(p: np.ndarray, em: np.ndarray, families: list[str], *, pooled_n: int
 
 
 # ------------------------------------------------------------------------------------------------ the run
-def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | None = None) -> dict[str, Any]:
-    """SFT start + every arm x seed on the mixed train split; the summary's ``organism.contextual`` block."""
+@dataclass
+class _Contextual:
+    """What one seed's runs need (pickled to a worker process)."""
+    cfg: ContextualConfig
+    ctx: _Ctx
+    mixed: Outcomes
+    xs: dict[str, Any]
+    splits: tuple[str, ...]
+
+    def evaluate(self, policy: Any, seed: int, start_p: dict[str, np.ndarray] | None) -> dict[str, Any]:
+        ev: dict[str, Any] = {}
+        for s in self.splits:
+            p = _probs(policy, self.xs[s])
+            solved = None
+            if s == "train" and start_p is not None:
+                solved = (start_p["train"] * self.mixed.em["train"]).sum(1) >= 0.5
+            fams = self.mixed.families[s] or ["all"] * len(p)
+            ev[s] = measure(p, self.mixed.em[s], fams, pooled_n=self.cfg.pooled_n, seed=seed, start_solved=solved,
+                            start_p=None if start_p is None else start_p[s])
+            ev[s]["_p"] = p
+        ev["routes"] = ev["minority_heldout"]["success"] >= self.cfg.route_threshold
+        return ev
+
+
+def _contextual_seed(job: _Contextual, seed: int) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One seed: its SFT start's evaluation and every arm's, each arm trained from that start."""
+    start, _ = sft_start(job.ctx, seed)
+    start_ev = job.evaluate(start, seed, None)
+    start_p = {s: start_ev[s]["_p"] for s in job.splits}
+    evs = []
+    for arm in job.cfg.arms:
+        pol, _, _ = train_arm(job.ctx, arm, seed, start)
+        evs.append(job.evaluate(pol, seed, start_p))
+    return start_ev, evs
+
+
+def _contextual_job(cfg: ContextualConfig, scfg: StrategyConfig, mixed: Outcomes) -> _Contextual:
+    """The mixed split's features (question words | bias | one column per critique kind, 0 but in refinements)
+    and the context the arms train in."""
+    import torch
+
+    from searchgym.agents.heuristics import DEFAULT_WEIGHTS
+
+    weights = dict(DEFAULT_WEIGHTS if scfg.demo_weights is None else scfg.demo_weights)
+    feat = Featurizer(mixed.questions["train"], scfg.min_df)
+    splits = ("train", "test", "minority_heldout")
+    xs = {s: torch.cat([feat(mixed.questions[s]), torch.zeros(len(mixed.questions[s]), len(CRITIQUES))], 1)
+          for s in splits}
+    crit = np.asarray(mixed.critique["train"]) + feat.dim
+    scfg_ctx = StrategyConfig(**{**asdict(scfg), "splits": splits})
+    major = np.array([f != MINORITY for f in mixed.families["train"]])
+    em_major = mixed.em["train"][major].mean(0)
+    w = np.array([weights.get(s, 0.0) for s in mixed.strategies])
+    majority = int(np.lexsort((-w, -em_major))[0])  # best on the majority; a tie goes to the demonstrator's
+    ctx = _Ctx(scfg_ctx, mixed.strategies, xs, {s: mixed.em[s] for s in splits}, weights, majority=majority,
+               critique=crit)
+    return _Contextual(cfg, ctx, mixed, xs, splits)
+
+
+def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | None = None, jobs: int = 1
+                   ) -> dict[str, Any]:
+    """SFT start + every arm x seed on the mixed train split; the summary's ``organism.contextual`` block.
+    ``jobs`` > 1 runs the seeds (and the outcome table's splits) in that many worker processes: the same result."""
     import torch
 
     cfg = cfg or ContextualConfig()
     cfg.check()
     scfg = cfg.strategy_config()
-    from searchgym.agents.heuristics import DEFAULT_WEIGHTS
-
     t0 = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(scfg.threads)
     try:
-        base = outcomes if outcomes is not None else outcomes_for(scfg)
+        base = outcomes if outcomes is not None else outcomes_for(scfg, jobs)
         mixed, info = mixed_outcomes(base, cfg.minority_share, scfg.world_seed)
-        weights = dict(DEFAULT_WEIGHTS if scfg.demo_weights is None else scfg.demo_weights)
-        feat = Featurizer(mixed.questions["train"], scfg.min_df)
-        splits = ("train", "test", "minority_heldout")
-
-        def x_of(split: str) -> Any:  # features | bias | one column per critique kind (0 but in refinements)
-            return torch.cat([feat(mixed.questions[split]), torch.zeros(len(mixed.questions[split]), len(CRITIQUES))],
-                             1)
-
-        xs = {s: x_of(s) for s in splits}
-        crit = np.asarray(mixed.critique["train"]) + feat.dim
-        scfg_ctx = StrategyConfig(**{**asdict(scfg), "splits": splits})
-        major = np.array([f != MINORITY for f in mixed.families["train"]])
-        em_major = mixed.em["train"][major].mean(0)
-        w = np.array([weights.get(s, 0.0) for s in mixed.strategies])
-        majority = int(np.lexsort((-w, -em_major))[0])  # best on the majority; a tie goes to the demonstrator's
-        ctx = _Ctx(scfg_ctx, mixed.strategies, xs, {s: mixed.em[s] for s in splits}, weights, majority=majority,
-                   critique=crit)
+        job = _contextual_job(cfg, scfg, mixed)
         entity = mixed.strategies.index("entity") if "entity" in mixed.strategies else None
-
-        def evaluate(policy: Any, seed: int, start_p: dict[str, np.ndarray] | None) -> dict[str, Any]:
-            ev = {}
-            for s in splits:
-                p = _probs(policy, xs[s])
-                solved = None
-                if s == "train" and start_p is not None:
-                    solved = (start_p["train"] * mixed.em["train"]).sum(1) >= 0.5
-                fams = mixed.families[s] or ["all"] * len(p)
-                ev[s] = measure(p, mixed.em[s], fams, pooled_n=cfg.pooled_n, seed=seed, start_solved=solved,
-                                start_p=None if start_p is None else start_p[s])
-                ev[s]["_p"] = p
-            ev["routes"] = ev["minority_heldout"]["success"] >= cfg.route_threshold
-            return ev
-
         seeds = list(range(scfg.first_seed, scfg.first_seed + scfg.seeds))
-        starts, start_evals = [], []
-        for seed in seeds:
-            pol, _ = sft_start(ctx, seed)
-            starts.append(pol)
-            start_evals.append(evaluate(pol, seed, None))
-        arms: dict[str, Any] = {}
-        for arm in cfg.arms:
-            evs = []
-            for seed, start, sev in zip(seeds, starts, start_evals):
-                pol, _, _ = train_arm(ctx, arm, seed, start)
-                evs.append(evaluate(pol, seed, {s: sev[s]["_p"] for s in splits}))
-            arms[arm] = _arm_block(evs, mixed.strategies, entity)
-        start_block = _arm_block(start_evals, mixed.strategies, entity)
+        per_seed = ordered_map(functools.partial(_contextual_seed, job), seeds, jobs, scfg.threads)
+        arms = {arm: _arm_block([evs[i] for _, evs in per_seed], mixed.strategies, entity)
+                for i, arm in enumerate(cfg.arms)}
+        start_block = _arm_block([ev for ev, _ in per_seed], mixed.strategies, entity)
+        splits = job.splits
         res = {"config": {**asdict(cfg), "arms": list(cfg.arms)}, "split": info, "strategies": list(mixed.strategies),
-               "majority_strategy": mixed.strategies[majority], "minority_strategy": "entity",
+               "majority_strategy": mixed.strategies[job.ctx.majority], "minority_strategy": "entity",
                "per_strategy": {s: {sp: float(mixed.em[sp][:, j].mean()) for sp in splits}
                                 for j, s in enumerate(mixed.strategies)},
                "oracle": {sp: float(mixed.em[sp].max(1).mean()) for sp in splits},

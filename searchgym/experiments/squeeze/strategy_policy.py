@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.errors import ConfigError
+from searchgym.experiments.squeeze.parallel import ordered_map
 
 ARMS = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling",
         "grpo_sft_refresh")
@@ -142,14 +143,19 @@ class Outcomes:
 
 
 def _world(cfg: StrategyConfig) -> Any:
+    return _world_of(cfg.world_seed, cfg.n_entities, cfg.world_version, _embedded(cfg))
+
+
+@functools.lru_cache(maxsize=2)
+def _world_of(seed: int, n_entities: int | None, version: int | None, embedded: bool) -> Any:
+    """The world (cached: a worker process computing several splits' outcomes generates it once)."""
     from searchgym.data import World, default_world
 
-    if _embedded(cfg):
-        return default_world(cfg.world_seed)
+    if embedded:
+        return default_world(seed)
     from searchgym.data.world.world import DEFAULT_N_ENTITIES, GENERATOR_VERSION
 
-    return World.generate(seed=cfg.world_seed, n_entities=cfg.n_entities or DEFAULT_N_ENTITIES,
-                          version=cfg.world_version or GENERATOR_VERSION)
+    return World.generate(seed=seed, n_entities=n_entities or DEFAULT_N_ENTITIES, version=version or GENERATOR_VERSION)
 
 
 def _embedded(cfg: StrategyConfig) -> bool:
@@ -181,51 +187,64 @@ def _retriever_for(world: Any) -> Any:
     return _RETRIEVERS[key]
 
 
-def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = None) -> Outcomes:
-    """EM of every strategy on every question of ``cfg.splits`` under ``cfg.preset`` (one rollout each)."""
-    from searchgym.agents.heuristics import STRATEGIES, HeuristicAgent
-    from searchgym.agents.rollout import rollout
+def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = None, jobs: int = 1) -> Outcomes:
+    """EM of every strategy on every question of ``cfg.splits`` under ``cfg.preset`` (one rollout each); the
+    splits in ``jobs`` worker processes (the same table: each split is rolled out on its own env and agents)."""
+    from searchgym.agents.heuristics import STRATEGIES
 
     strategies = tuple(strategies or STRATEGIES)
     t0 = time.perf_counter()
     world = _world(cfg)
-    questions: dict[str, list[str]] = {}
-    families: dict[str, list[str]] = {}
-    em: dict[str, np.ndarray] = {}
-    for split in cfg.splits:
-        qs = list(world.split(split))
-        if not qs:
-            raise ConfigError(f"split {split!r} of this world has no questions")
-        pos = {q.id: i for i, q in enumerate(qs)}
-        table = np.zeros((len(qs), len(strategies)), dtype=np.float64)
-        seen = np.zeros_like(table, dtype=bool)
-        vec = _vector_env(cfg, world, split, len(qs))
-        try:
-            for j, s in enumerate(strategies):
-                for t in rollout(HeuristicAgent(s, seed=0), vec, len(qs), seed=0, progress=False):
-                    i = pos[t.question_id]
-                    table[i, j], seen[i, j] = float(t.em), True
-        finally:
-            vec.close()
-        if not seen.all():  # pragma: no cover - rollout covers every question once when n == len(split)
-            raise RuntimeError(f"outcome table of {split} is incomplete")
-        questions[split] = [q.question for q in qs]
-        families[split] = [str(q.metadata.get("family", "?")) for q in qs]
-        em[split] = table
+    sizes = {split: len(world.split(split)) for split in cfg.splits}
+    empty = [s for s, n in sizes.items() if not n]
+    if empty:
+        raise ConfigError(f"split {empty[0]!r} of this world has no questions")
+    order = sorted(cfg.splits, key=lambda s: -sizes[s])  # the longest first, so the workers finish together
+    tables = dict(zip(order, ordered_map(functools.partial(_split_outcomes, cfg, strategies), order, jobs)))
+    questions = {s: tables[s][0] for s in cfg.splits}
+    families = {s: tables[s][1] for s in cfg.splits}
+    em = {s: tables[s][2] for s in cfg.splits}
     return Outcomes(strategies, questions, em, time.perf_counter() - t0, families)
 
 
-@functools.lru_cache(maxsize=4)
-def _cached_outcomes(world_seed: int, n_entities: int | None, preset: str, splits: tuple[str, ...],
-                     num_envs: int, world_version: int | None = None) -> Outcomes:
-    cfg = StrategyConfig(world_seed=world_seed, n_entities=n_entities, preset=preset, splits=splits,
-                         num_envs=num_envs, world_version=world_version)
-    return compute_outcomes(cfg)
+def _split_outcomes(cfg: StrategyConfig, strategies: tuple[str, ...], split: str
+                    ) -> tuple[list[str], list[str], np.ndarray]:
+    """One split's (question texts, families, [n_questions, n_strategies] EM table)."""
+    from searchgym.agents.heuristics import HeuristicAgent
+    from searchgym.agents.rollout import rollout
+
+    world = _world(cfg)
+    qs = list(world.split(split))
+    pos = {q.id: i for i, q in enumerate(qs)}
+    table = np.zeros((len(qs), len(strategies)), dtype=np.float64)
+    seen = np.zeros_like(table, dtype=bool)
+    vec = _vector_env(cfg, world, split, len(qs))
+    try:
+        for j, s in enumerate(strategies):
+            for t in rollout(HeuristicAgent(s, seed=0), vec, len(qs), seed=0, progress=False):
+                i = pos[t.question_id]
+                table[i, j], seen[i, j] = float(t.em), True
+    finally:
+        vec.close()
+    if not seen.all():  # pragma: no cover - rollout covers every question once when n == len(split)
+        raise RuntimeError(f"outcome table of {split} is incomplete")
+    return [q.question for q in qs], [str(q.metadata.get("family", "?")) for q in qs], table
 
 
-def outcomes_for(cfg: StrategyConfig) -> Outcomes:
-    return _cached_outcomes(cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs,
-                            cfg.world_version)
+_OUTCOMES: dict[tuple[Any, ...], Outcomes] = {}
+
+
+def outcomes_for(cfg: StrategyConfig, jobs: int = 1) -> Outcomes:
+    """:func:`compute_outcomes` of the fields that make the table, cached (the four latest) in this process, so
+    the strategy and the contextual stage of one run compute it once."""
+    key = (cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs, cfg.world_version)
+    if key not in _OUTCOMES:
+        if len(_OUTCOMES) >= 4:
+            del _OUTCOMES[next(iter(_OUTCOMES))]
+        base = StrategyConfig(world_seed=key[0], n_entities=key[1], preset=key[2], splits=key[3], num_envs=key[4],
+                              world_version=key[5])
+        _OUTCOMES[key] = compute_outcomes(base, jobs=jobs)
+    return _OUTCOMES[key]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -615,6 +634,17 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
 # Statistics and the experiment
 
 
+def _seed_runs(ctx: _Ctx, seed: int) -> tuple[dict[str, Any], list[tuple[dict[str, Any], list[dict[str, Any]],
+                                                                         dict[str, Any]]]]:
+    """One seed: its SFT start's evaluation, and (evaluation, history, controls) of every arm trained from it."""
+    start, start_eval = sft_start(ctx, seed)
+    runs = []
+    for arm in ctx.cfg.arms:
+        pol, hist, ctl = train_arm(ctx, arm, seed, start)
+        runs.append((_evaluate(ctx, pol, seed), hist, ctl))
+    return start_eval, runs
+
+
 def mean_ci(xs: Sequence[float]) -> dict[str, Any]:
     """Mean, its 95% t-interval ``ci: [lo, hi]`` over seeds (the LM arms' form) and the interval's half-width
     ``half`` (a zero-width interval for one value)."""
@@ -642,13 +672,15 @@ def _summary(evals: list[dict[str, Any]], splits: Sequence[str], strategies: Seq
     }
 
 
-def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcomes | None = None) -> dict[str, Any]:
+def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcomes | None = None, jobs: int = 1
+                            ) -> dict[str, Any]:
     """SFT start + every arm x ``cfg.seeds`` seeds; per arm mean +- 95% CI over seeds of every figure.
 
     Returns ``{"config", "strategies", "oracle", "per_strategy", "start", "arms": {ARM: {..., "controls",
     "control_steps", "history"}}, "seeds", "seconds"}`` (``history``: per seed, train success / strategy
     entropy / shares every ``eval_every`` steps; ``control_steps``: per seed, each RL step's clip fraction,
     mean |log ratio| and share of choices Clip-Cov / KL-Cov selected). ``outcomes`` (from :func:`compute_outcomes`) skips the precompute.
+    ``jobs`` > 1 runs the seeds (and the outcome table's splits) in that many worker processes: the same result.
     """
     import torch
 
@@ -660,7 +692,7 @@ def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcome
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        out = outcomes if outcomes is not None else outcomes_for(cfg)
+        out = outcomes if outcomes is not None else outcomes_for(cfg, jobs)
         missing = [s for s in cfg.splits if s not in out.em]
         if missing:
             raise ConfigError(f"outcomes lack split(s) {missing}")
@@ -672,20 +704,12 @@ def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcome
         feat = Featurizer(out.questions["train"], cfg.min_df)
         ctx = _Ctx(cfg, out.strategies, {s: feat(out.questions[s]) for s in cfg.splits},
                    {s: out.em[s] for s in cfg.splits}, weights)
-        starts, start_evals = [], []
         seeds = range(cfg.first_seed, cfg.first_seed + cfg.seeds)
-        for seed in seeds:
-            pol, ev = sft_start(ctx, seed)
-            starts.append(pol)
-            start_evals.append(ev)
+        per_seed = ordered_map(functools.partial(_seed_runs, ctx), seeds, jobs, cfg.threads)
+        start_evals = [ev for ev, _ in per_seed]
         arms: dict[str, Any] = {}
-        for arm in cfg.arms:
-            evals, hist, ctls = [], [], []
-            for seed, start in zip(seeds, starts):
-                pol, h, c = train_arm(ctx, arm, seed, start)
-                evals.append(_evaluate(ctx, pol, seed))
-                hist.append(h)
-                ctls.append(c)
+        for i, arm in enumerate(cfg.arms):
+            evals, hist, ctls = (list(x) for x in zip(*(runs[i] for _, runs in per_seed)))
             summ = _summary(evals, cfg.splits, out.strategies)
             summ["controls"] = {k: float(np.mean([c[k] for c in ctls])) for k in ctls[0] if k != "per_step"}
             summ["control_steps"] = [c["per_step"] for c in ctls]  # per seed, per RL step

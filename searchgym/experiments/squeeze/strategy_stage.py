@@ -90,7 +90,7 @@ def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) 
     def run() -> dict[str, Any]:
         log(f"{STAGE}strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
             f"(preset {scfg.preset!r})")
-        res = run_strategy_experiment(scfg)
+        res = run_strategy_experiment(scfg, jobs=cfg.arm_jobs())
         for arm in res["arms"].values():
             arm.pop("control_steps", None)  # per step per seed: bulky, and the controls' means are kept
         return res
@@ -123,7 +123,7 @@ def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print
     def run() -> dict[str, Any]:
         log(f"{STAGE}organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, "
             f"{ccfg.steps} steps")
-        return run_contextual(ccfg)
+        return run_contextual(ccfg, jobs=cfg.arm_jobs())
 
     try:
         return _run_or_reuse(cfg.resume, out / CONTEXTUAL_FILE, ccfg, "organism on the mixed train split", run, log)
