@@ -214,6 +214,7 @@ def _walk(obj: dict[str, Any]) -> tuple[dict[str, tuple[str, Any]], str | None]:
     first object (shallowest) that has one decides. Also the type error of the top level's typed fields."""
     found: dict[int, tuple[str, Any]] = {}
     top: dict[int, tuple[int, Any, Any]] = {}  # typed field -> (rank, key, value) of its best-ranked top-level key
+    bad = None
     for path, d in _dicts(obj):
         here: dict[int, tuple[int, str, Any]] = {}
         for k, v in d.items():
@@ -231,14 +232,14 @@ def _walk(obj: dict[str, Any]) -> tuple[dict[str, tuple[str, Any]], str | None]:
                 got = _FIELDS[fi][2](v)
                 if got is not None:
                     here[fi] = (rank, join(path, k), got)
+        if not path:  # a typed field whose best-ranked key was refused (else it was taken, at that rank)
+            bad = next((f"{str(k)!r} must be {_TYPED[fi]}, got {v!r:.40}" for fi, (rank, k, v) in top.items()
+                        if v is not None and not isinstance(v, dict) and (fi not in here or here[fi][0] > rank)),
+                       None)
         for fi, (_, p, got) in here.items():
             found[fi] = (p, got)
         if len(found) == len(_FIELDS):
             break
-    bad = None
-    for fi, (_, k, v) in top.items():
-        if v is not None and not isinstance(v, dict) and _FIELDS[fi][2](v) is None:
-            bad = f"{str(k)!r} must be {_TYPED[fi]}, got {v!r:.40}"
     return {_FIELDS[fi][0]: pv for fi, pv in sorted(found.items())}, bad
 
 
