@@ -27,7 +27,7 @@ from searchgym.diversity.readers.grammars import (
     _tool_call_queries,
     scan_text,
 )
-from searchgym.diversity.readers.outcomes import em_success, reward_in_text
+from searchgym.diversity.readers.outcomes import outcome
 from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
@@ -219,27 +219,11 @@ def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: s
     if ep.answer is None and answer_field:
         ep.answer = answer_field
     if ep.reward is None and success is None:
-        ep.reward, success = _stated_outcome(fs, text, ep.answer, opts.success_threshold)
+        ep.reward, success, _ = outcome(fs or {}, [("", text)] if text else [], ep.answer, opts.success_threshold)
     if success is None and ep.reward is not None:
         success = ep.reward >= opts.success_threshold
     ep.success = success
     return ep, pending, n_obs
-
-
-def _stated_outcome(fs: dict[str, tuple[str, Any]] | None, text: str | None, answer: str | None,
-                    threshold: float) -> tuple[float | None, bool | None]:
-    """A reward the text states ("Episode finished, reward = 1"), else exact match of a prediction against
-    gold answer fields; (None, None) where the record states neither (never a 0 for "unknown")."""
-    r = reward_in_text(text) if text else None
-    if r is not None:
-        return r, r >= threshold
-    if fs is None:
-        return None, None
-    pred = fs["prediction"][1] if "prediction" in fs else answer
-    if "gold" not in fs or not pred:
-        return None, None
-    r = em_success(fs["gold"][1], pred)
-    return r, (None if r is None else r >= 1.0)
 
 
 _CALL_HEADS = ("<search>", "<tool_call>", "<|begin_of_query|>", "<|begin_search_query|>", "\nAction")

@@ -24,7 +24,7 @@ from searchgym.diversity.readers import fields as F
 from searchgym.diversity.readers.assembly import _Assembler
 from searchgym.diversity.readers.fields import parse_question
 from searchgym.diversity.readers.grammars import scan_text
-from searchgym.diversity.readers.outcomes import em_success, reward_in_text
+from searchgym.diversity.readers.outcomes import outcome
 from searchgym.diversity.readers.records import (
     _ASSISTANT,
     _PROMPT_KEYS,
@@ -236,28 +236,6 @@ def _question(obj: dict, fs: dict[str, tuple[str, Any]], chosen: Reading | None)
     return None, None
 
 
-def _outcome(fs: dict[str, tuple[str, Any]], chosen: Reading | None, leaves: list[tuple[str, str]],
-             threshold: float) -> tuple[float | None, bool | None, str | None]:
-    """(reward, success, where) from a reward field, a success field, a reward in text, or EM."""
-    if "reward" in fs:
-        r = fs["reward"][1]
-        return r, r >= threshold, fs["reward"][0]
-    if "success" in fs:
-        s = fs["success"][1]
-        return s, s >= threshold, fs["success"][0]
-    texts = ([(chosen.expr, chosen.text)] if chosen is not None and chosen.text else []) + leaves[::-1]
-    for path, t in texts:
-        r = reward_in_text(t)
-        if r is not None:
-            return r, r >= threshold, f"{path} (text)"
-    pred = fs["prediction"][1] if "prediction" in fs else (chosen.answer if chosen is not None else None)
-    if "gold" in fs and pred:
-        r = em_success(fs["gold"][1], pred)
-        if r is not None:
-            return r, r >= 1.0, f"exact match of {fs.get('prediction', ('the answer',))[0]} against {fs['gold'][0]}"
-    return None, None, None
-
-
 def _key(p: ParsedRecord) -> tuple[int, int]:
     """How much a reading read: its executed queries, then (a reading without any observation) its issued calls."""
     ep, pending, n_obs = p
@@ -316,7 +294,8 @@ def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, o
     opts.labels["tree" if chosen is not None else ""] += 1
     fs = fields_of(obj, opts, strict=False)
     qpath, question = _question(obj, fs, chosen)
-    reward, success, rpath = _outcome(fs, chosen, leaves, opts.success_threshold)
+    texts = ([(chosen.expr, chosen.text)] if chosen is not None and chosen.text else []) + leaves[::-1]
+    reward, success, rpath = outcome(fs, texts, chosen.answer if chosen is not None else None, opts.success_threshold)
     step = fs["step"][1] if "step" in fs else default_step
     eid = fs["episode_id"][1] if "episode_id" in fs else f"{path.name}:{lineno}"
     qid = fs["question_id"][1] if "question_id" in fs else question
