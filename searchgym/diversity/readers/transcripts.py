@@ -270,7 +270,7 @@ def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: 
     prompt, response = "", val
     if _ASSISTANT.search(val):
         prompt, response = split_response(val)
-    elif key.lower() not in RESPONSE_KEYS and not isinstance(p, str):
+    elif str(key).lower() not in RESPONSE_KEYS and not isinstance(p, str):
         # a full sequence without a chat template: the prompt ends with the question line
         k = val.rfind("Question:")
         if k >= 0:
