@@ -86,3 +86,14 @@ def test_user_named_fields_replace_the_lookup_in_every_reading(tmp_path):
         ep = read_run(_write(tmp_path, name, rec), question_field="run.q", step_field="run.it",
                       reward_field="run.r").episodes[0]
         assert (ep.question, ep.step, ep.reward, ep.success) == ("Named question?", 9, 0.25, False), name
+
+
+def test_a_chat_whose_question_is_in_the_system_turn_does_not_take_an_observation_for_it(tmp_path):
+    # tool results come back as user turns: the first user turn after the assistant's is an observation
+    msgs = [{"role": "system", "content": "Answer with the search tool.\nQuestion: Who founded Port Elsin?"},
+            {"role": "assistant", "content": "<search>Port Elsin founder</search>"},
+            {"role": "user", "content": "<information>Doc 1(Title: Port Elsin) founded by Oren Vale</information>"},
+            {"role": "assistant", "content": "<answer>Oren Vale</answer>"}]
+    for fmt in ("auto", "chat"):
+        ep = read_run(_write(tmp_path, "sys", {"messages": msgs}), fmt).episodes[0]
+        assert (ep.queries, ep.question) == (["Port Elsin founder"], "Who founded Port Elsin?"), fmt

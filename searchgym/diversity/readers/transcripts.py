@@ -115,8 +115,12 @@ def _question(obj: dict, fs: dict[str, tuple[str, Any]], fallback: str | None) -
 
 
 def _chat_question(msgs: list) -> str | None:
+    """The first user turn before the first assistant turn (a user turn after it is an observation)."""
     for m in msgs:
-        if isinstance(m, dict) and _role(m) == "user":
+        role = _role(m) if isinstance(m, dict) else ""
+        if role == "assistant":
+            return None
+        if role == "user":
             c = _content(m)
             return parse_question(c) or (c.strip() or None)
     return None
