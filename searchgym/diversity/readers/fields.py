@@ -1,8 +1,9 @@
 """Fields of a record by name: the one lookup of the question, reward, success, step, episode id, question id,
 gold and predicted answers that every reader uses (the generic tree reader, the transcript parsers, ``--map``).
-Each is found at the shallowest depth where a known key holds a usable value, with its path as a JMESPath
-expression (what ``--explain`` prints and ``--map`` takes). Formats add their own sources on top of it (a chat
-transcript's first user turn, a text's header line), never a lookup of their own beside it.
+Each is found at the shallowest depth where a known key holds a usable value (the question: a question field at
+any depth before a prompt field's question line), with its path as a JMESPath expression (what ``--explain``
+prints and ``--map`` takes). Formats add their own sources on top of it (a chat transcript's first user turn, a
+text's header line, the user's ``--question-field``), never a lookup of their own beside it.
 """
 
 from __future__ import annotations
