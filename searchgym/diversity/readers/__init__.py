@@ -81,6 +81,7 @@ from searchgym.diversity.readers.detection import (
     _tags,
     detect_format,
 )
+from searchgym.diversity.readers.fields import parse_question
 from searchgym.diversity.readers.grammars import (
     episode_from_response,
     scan_text,
@@ -122,7 +123,6 @@ from searchgym.diversity.readers.transcripts import (
     ParsedRecord,
     _Opts,
     find_turns,
-    parse_question,
     split_response,
 )
 from searchgym.diversity.readers.tree import parse_tree

@@ -153,12 +153,15 @@ def suggest(rec: dict[str, Any]) -> dict[str, str]:
         _, lst, k = cands[0]
         base = lst if lst.endswith("]") else f"{lst}[*]"
         fm["queries"] = f"{base}.{F.key_expr(k)}"
-    qpath, _ = F.find(rec, F.TREE_QUESTION_KEYS, F.as_text)
+    fs = F.record_fields(rec)
+    qpath = fs["question"][0] if "question" in fs else None
     if qpath is None:
         qpath = next((F.key_expr(k) for k, v in rec.items() if isinstance(v, str) and v.strip().endswith("?")), None)
     if qpath:
         fm["question"] = qpath
-    rpath, _ = F.find(rec, ("reward", "score", "points", "correct", "acc", "em", "success"), F.as_number)
+    rpath = next((fs[k][0] for k in ("reward", "success") if k in fs), None)
+    if rpath is None:  # (a guess shown to the user, looser than reading: a number under "points")
+        rpath = F.find(rec, ("points",), F.as_number)[0]
     if rpath:
         fm["reward"] = rpath
     return fm

@@ -85,10 +85,11 @@ def parse_mapped(obj: Any, path: Path, lineno: int, stats: ReadStats, opts: _Opt
     success = _value(obj, fm, "success", found, F.as_number)
     step = _value(obj, fm, "step", found, F.as_step)
     eid = _value(obj, fm, "episode_id", found, F.as_id)
+    qid = found["question_id"][1] if "question_id" in found and "question" not in fm else None
+    answer = F.as_text(fm["answer"].search(obj)) if "answer" in fm else found.get("prediction", (None, None))[1]
     ep = Episode(queries=[], step=step if step is not None else default_step,
-                 question=sys.intern(question) if question else None, question_id=question, reward=reward,
-                 episode_id=eid or f"{path.name}:{lineno}", source_line=lineno,
-                 answer=_value(obj, fm, "answer", found, F.as_text))
+                 question=sys.intern(question) if question else None, question_id=qid or question, reward=reward,
+                 episode_id=eid or f"{path.name}:{lineno}", source_line=lineno, answer=answer)
     if reward is None and success is not None:
         ep.reward = success
     ep.success = None if ep.reward is None else ep.reward >= (opts.success_threshold if success is None else 1.0)

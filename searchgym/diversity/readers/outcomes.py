@@ -92,3 +92,25 @@ def em_success(gold: Any, prediction: Any) -> float | None:
     if not isinstance(prediction, str) or not prediction.strip():
         return None
     return float(em(prediction, g))
+
+
+def outcome(fs: dict[str, tuple[str, Any]], texts: list[tuple[str, str]], answer: Any,
+            threshold: float) -> tuple[float | None, bool | None, str | None]:
+    """(reward, success, where) of a record from its fields (``fields.record_fields``): its reward field, else its
+    success field, else the reward a text states (``texts``: (path, text), the likeliest first), else exact match
+    of its prediction (else ``answer``, the agent's answer read from the transcript) against its gold answers;
+    (None, None, None) where the record states none of them (never a 0 for "unknown")."""
+    for name in ("reward", "success"):
+        if name in fs:
+            path, r = fs[name]
+            return r, r >= threshold, path
+    for path, t in texts:
+        r = reward_in_text(t)
+        if r is not None:
+            return r, r >= threshold, f"{path} (text)"
+    pred = fs["prediction"][1] if "prediction" in fs else answer
+    if "gold" in fs and pred:
+        r = em_success(fs["gold"][1], pred)
+        if r is not None:
+            return r, r >= 1.0, f"exact match of {fs.get('prediction', ('the answer',))[0]} against {fs['gold'][0]}"
+    return None, None, None

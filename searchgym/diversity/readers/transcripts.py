@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from searchgym.diversity.readers import fields as F
 from searchgym.diversity.readers.assembly import (
     _adopt_pending,
     _Assembler,
@@ -19,31 +20,24 @@ from searchgym.diversity.readers.assembly import (
     _Call,
     _sidecar,
 )
-from searchgym.diversity.readers.fields import record_fields
+from searchgym.diversity.readers.fields import parse_question, record_fields
 from searchgym.diversity.readers.grammars import (
     _answer_of,
     _function_call,
     _tool_call_queries,
     scan_text,
 )
-from searchgym.diversity.readers.outcomes import em_success, reward_in_text
+from searchgym.diversity.readers.outcomes import outcome
 from searchgym.diversity.readers.records import (
     _ANSWER_TOOLS,
     _ASSISTANT,
     _PROMPT_KEYS,
-    _QWORD,
     _REACT_ACTION_LINE,
-    ANSWER_KEYS,
     DEFAULT_SEARCH_TOOLS,
-    EPISODE_ID_KEYS,
     MESSAGE_KEYS,
-    QUESTION_ID_KEYS,
-    QUESTION_KEYS,
     REACT_KEYS,
     RESPONSE_KEYS,
-    REWARD_KEYS,
     SEQUENCE_KEYS,
-    STEP_KEYS,
     TOOL_CALL,
     Episode,
     ReadStats,
@@ -52,35 +46,6 @@ from searchgym.diversity.readers.records import (
     tool_key,
 )
 from searchgym.errors import TrajectoryFormatError
-
-
-def parse_question(prompt: str) -> str | None:
-    """The question of a decoded prompt: text after the last ``Question:`` up to the line end, else the text
-    after ``### Instruction:`` up to the next ``###``, else the last chat-template user turn, else None."""
-    if not prompt:
-        return None
-    last = None
-    for last in _QWORD.finditer(prompt):
-        pass
-    if last is not None:
-        rest = prompt[last.end():]
-        end = len(rest)
-        for stop in ("\n", "<|"):
-            j = rest.find(stop)
-            if 0 <= j < end:
-                end = j
-        return rest[:end].strip() or None
-    k = prompt.find("### Instruction:")
-    if k >= 0:
-        rest = prompt[k + len("### Instruction:"):]
-        j = rest.find("###")
-        return (rest[:j] if j >= 0 else rest).strip() or None
-    k = prompt.rfind("<|im_start|>user")
-    if k >= 0:
-        rest = prompt[k + len("<|im_start|>user"):]
-        j = rest.find("<|im_end|>")
-        return (rest[:j] if j >= 0 else rest).strip() or None
-    return None
 
 
 def split_response(sequence: str) -> tuple[str, str]:
@@ -96,9 +61,7 @@ def _number(v: Any, what: str, *, strict: bool = False) -> float | None:
     if v is None:
         return None
     if isinstance(v, dict):  # e.g. verl {"score": .., "acc": ..}
-        _, v = _lookup(v, ("score", "reward", "acc", "em"))
-        if v is None:
-            return None
+        return F.as_number(v)
     if isinstance(v, bool):
         return float(v)
     if isinstance(v, (int, float)) and math.isfinite(v):
@@ -133,59 +96,74 @@ def _str_or_none(v: Any) -> str | None:
     return None
 
 
-def _question(obj: dict, question_field: str | None, fallback: str | None) -> str | None:
-    if question_field:
-        v = _get(obj, question_field)
-        return _str_or_none(v) if not isinstance(v, (int, float)) else str(v)
-    _, v = _lookup(obj, QUESTION_KEYS)
-    if v is None:
-        v = _get(obj, "extra_info.question")
-    if isinstance(v, list) and len(v) == 1:  # "question": ["…"]
-        v = v[0]
-    if isinstance(v, str) and v.strip():
-        if len(v) > 300 and ("Question:" in v or "question:" in v):
-            return parse_question(v)
-        return v.strip()
-    _, p = _lookup(obj, ("prompt", "input", "instruction"))
-    if isinstance(p, list):
-        return _chat_question(p)
-    if isinstance(p, str) and p.strip():
-        q = parse_question(p)
+def record_question(obj: dict[str, Any], fs: dict[str, tuple[str, Any]]) -> tuple[str | None, str | None]:
+    """(path, question) of a record: its question field or a prompt's question line (``record_fields``), else the
+    first user turn of a chat transcript under any key. A format adds its own last source on top (a decoded
+    prompt, a ReAct header line, the transcript's head)."""
+    if "question" in fs:
+        return fs["question"]
+    k, msgs = find_turns(obj)
+    if isinstance(msgs, list):
+        q = _chat_question(msgs)
         if q:
-            return q
-        if "\n" not in p.strip() and len(p) < 500:
-            return p.strip()
-    return fallback
+            return f"{F.key_expr(k or '')}[?role==`\"user\"`] | [0].content", q
+    return None, None
+
+
+def _question(obj: dict, fs: dict[str, tuple[str, Any]], fallback: str | None) -> str | None:
+    return record_question(obj, fs)[1] or fallback
 
 
 def _chat_question(msgs: list) -> str | None:
+    """The first user turn before the first assistant turn (a user turn after it is an observation)."""
     for m in msgs:
-        if isinstance(m, dict) and _role(m) == "user":
+        role = _role(m) if isinstance(m, dict) else ""
+        if role == "assistant":
+            return None
+        if role == "user":
             c = _content(m)
             return parse_question(c) or (c.strip() or None)
     return None
 
 
-def _record_meta(obj: dict, path: Path, lineno: int, *, step_field: str | None, reward_field: str | None,
+def _named(name: str, v: Any, dotted: str) -> Any:
+    """A field the user named by its path (``--question-field`` …): checked for its type."""
+    if name == "step":
+        return _step(v, f"step field {dotted!r}")
+    if name == "reward":
+        return _number(v, f"reward field {dotted!r}")
+    return _str_or_none(v) if not isinstance(v, (int, float)) else str(v)
+
+
+def fields_of(obj: dict[str, Any], opts: _Opts, *, strict: bool = True) -> dict[str, tuple[str, Any]]:
+    """The record's fields (``record_fields``, ``strict``: a wrong type is a bad record), those the user named by a
+    dotted path (``question_field``, ``step_field``, ``reward_field``) taken from there instead (absent where the
+    record lacks them: a named field is never guessed)."""
+    fs = record_fields(obj, strict=strict)
+    named = [(d, n) for d, n in ((opts.question_field, "question"), (opts.step_field, "step"),
+                                 (opts.reward_field, "reward")) if d]
+    if not named:
+        return fs
+    fs = dict(fs)
+    for dotted, name in named:
+        fs.pop(name, None)
+        v = _named(name, _get(obj, dotted), dotted)
+        if v is not None:
+            fs[name] = (dotted, v)
+    return fs
+
+
+def _record_meta(fs: dict[str, tuple[str, Any]], path: Path, lineno: int,
                  default_step: int | None) -> dict[str, Any]:
-    if step_field:
-        step = _step(_get(obj, step_field), f"step field {step_field!r}")
-    else:
-        k, v = _lookup(obj, STEP_KEYS)
-        step = _step(v, f"{k!r}") if k else None
-    if step is None:
-        step = default_step
-    if reward_field:
-        reward = _number(_get(obj, reward_field), f"reward field {reward_field!r}")
-    else:
-        k, v = _lookup(obj, REWARD_KEYS)
-        reward = _number(v, f"{k!r}") if k else None
-    _, eid = _lookup(obj, EPISODE_ID_KEYS)
-    _, qid = _lookup(obj, QUESTION_ID_KEYS)
-    if qid is None:
-        qid = _get(obj, "extra_info.index")
-    return {"step": step, "reward": reward, "episode_id": _str_or_none(eid) or f"{path.name}:{lineno}",
-            "question_id": _str_or_none(qid), "source_line": lineno}
+    outcome = fs.get("reward") or fs.get("success")
+    qid = fs.get("question_id")
+    return {"step": fs["step"][1] if "step" in fs else default_step, "reward": outcome[1] if outcome else None,
+            "episode_id": fs["episode_id"][1] if "episode_id" in fs else f"{path.name}:{lineno}",
+            "question_id": qid[1] if qid else None, "source_line": lineno}
+
+
+def _prediction(fs: dict[str, tuple[str, Any]]) -> str | None:
+    return fs["prediction"][1] if "prediction" in fs else None
 
 
 ParsedRecord = tuple[Episode, list[tuple[str, int, str]], int]
@@ -219,7 +197,8 @@ def _grammar_name(open_tag: str) -> str:
 
 def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: str | None,
             opts: _Opts, answer_field: str | None = None, success: bool | None = None, *,
-            obj: dict | None = None, text: str | None = None) -> ParsedRecord:
+            fs: dict[str, tuple[str, Any]] | None = None, obj: dict | None = None,
+            text: str | None = None) -> ParsedRecord:
     """The parsed episode. ``text``: the transcript, searched for a question (``### Instruction:``,
     ``Question:``) before its first call when no field gave one; ``obj``: the record, for evidence kept
     beside the transcript (``search_information``, ``retrieved_docs``…)."""
@@ -244,28 +223,11 @@ def _finish(asm: _Assembler, stats: ReadStats, meta: dict[str, Any], question: s
     if ep.answer is None and answer_field:
         ep.answer = answer_field
     if ep.reward is None and success is None:
-        ep.reward, success = _stated_outcome(obj, text, ep.answer, opts.success_threshold)
+        ep.reward, success, _ = outcome(fs or {}, [("", text)] if text else [], ep.answer, opts.success_threshold)
     if success is None and ep.reward is not None:
         success = ep.reward >= opts.success_threshold
     ep.success = success
     return ep, pending, n_obs
-
-
-def _stated_outcome(obj: dict | None, text: str | None, answer: str | None,
-                    threshold: float) -> tuple[float | None, bool | None]:
-    """A reward the text states ("Episode finished, reward = 1"), else exact match of a prediction against
-    gold answer fields; (None, None) where the record states neither (never a 0 for "unknown")."""
-    r = reward_in_text(text) if text else None
-    if r is not None:
-        return r, r >= threshold
-    if obj is None:
-        return None, None
-    fs = record_fields(obj)
-    pred = fs["prediction"][1] if "prediction" in fs else answer
-    if "gold" not in fs or not pred:
-        return None, None
-    r = em_success(fs["gold"][1], pred)
-    return r, (None if r is None else r >= 1.0)
 
 
 _CALL_HEADS = ("<search>", "<tool_call>", "<|begin_of_query|>", "<|begin_search_query|>", "\nAction")
@@ -289,19 +251,13 @@ def _parse_verl(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
         raise TrajectoryFormatError(f"verl rollout line needs a string 'output' (keys: {sorted(obj)[:12]})")
     if inp is not None and not isinstance(inp, str):
         raise TrajectoryFormatError(f"verl 'input' must be a string, got {type(inp).__name__}")
-    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
-                        default_step=default_step)
-    _, prompt_q = None, parse_question(inp or "")
-    question = _question(_without(obj, ("input",)), opts.question_field, prompt_q)
+    fs = fields_of(obj, opts)
+    meta = _record_meta(fs, path, lineno, default_step)
+    question = _question(obj, fs, None)  # (a prompt's question line: ``input`` is a prompt field)
     asm = _Assembler(opts.search_tools)
     response = split_response(out)[1] if _ASSISTANT.search(out) and not inp else out
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
-    _, ans = _lookup(obj, ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=out)
-
-
-def _without(obj: dict, keys: tuple[str, ...]) -> dict:
-    return {k: v for k, v in obj.items() if k not in keys}
+    return _finish(asm, stats, meta, question, opts, _prediction(fs), fs=fs, obj=obj, text=out)
 
 
 def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
@@ -312,23 +268,22 @@ def _parse_sequence(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: 
         _, val = _lookup(obj, (key,))
     if not isinstance(val, str):
         raise TrajectoryFormatError(f"text field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
-    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
-                        default_step=default_step)
+    fs = fields_of(obj, opts)
+    meta = _record_meta(fs, path, lineno, default_step)
     _, p = _lookup(obj, ("prompt", "input"))
     prompt, response = "", val
     if _ASSISTANT.search(val):
         prompt, response = split_response(val)
-    elif key.lower() not in RESPONSE_KEYS and not isinstance(p, str):
+    elif str(key).lower() not in RESPONSE_KEYS and not isinstance(p, str):
         # a full sequence without a chat template: the prompt ends with the question line
         k = val.rfind("Question:")
         if k >= 0:
             j = val.find("\n", k)
             prompt, response = val[:j if j >= 0 else len(val)], val[j + 1:] if j >= 0 else ""
-    question = _question(obj, opts.question_field, parse_question(prompt))
+    question = _question(obj, fs, parse_question(prompt))
     asm = _Assembler(opts.search_tools)
     scan_text(response, asm, query_tags=opts.query_tags, grammar_names=opts.names)
-    _, ans = _lookup(obj, ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
+    return _finish(asm, stats, meta, question, opts, _prediction(fs), fs=fs, obj=obj, text=val)
 
 
 def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
@@ -337,14 +292,14 @@ def _parse_react(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Op
     _, val = _lookup(obj, (key,))
     if not isinstance(val, str):
         raise TrajectoryFormatError(f"ReAct field {key!r} is missing or not a string (keys: {sorted(obj)[:12]})")
-    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
-                        default_step=default_step)
+    fs = fields_of(obj, opts)
+    meta = _record_meta(fs, path, lineno, default_step)
     text, q_in_text = react_episode_text(val)
-    question = _question(obj, opts.question_field, q_in_text)
+    question = _question(obj, fs, q_in_text)
     asm = _Assembler(opts.search_tools)
     scan_text(text, asm, query_tags=opts.query_tags, grammar_names=opts.names)
-    _, ans = _lookup(obj, ("answer",) + ANSWER_KEYS)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=val)
+    answer = _prediction(fs) or (fs["answer"][1] if "answer" in fs else None)  # a ReAct record's own answer
+    return _finish(asm, stats, meta, question, opts, answer, fs=fs, obj=obj, text=val)
 
 
 # An episode header of a ReAct text: "Question:", "Claim:", "Instruction:", "Task:", numbered or not.
@@ -401,13 +356,12 @@ def _content(m: dict) -> str:
 
 def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,
                 default_step: int | None) -> ParsedRecord:
-    mkey, msgs = find_turns(obj)
+    _, msgs = find_turns(obj)
     if not isinstance(msgs, list):
         raise TrajectoryFormatError(f"chat record needs a list of role/content turns (keys: {sorted(obj)[:12]})")
-    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
-                        default_step=default_step)
+    fs = fields_of(obj, opts)
+    meta = _record_meta(fs, path, lineno, default_step)
     asm = _Assembler(opts.search_tools)
-    question = None
     seen_assistant = False
     for m in msgs:
         if not isinstance(m, dict):
@@ -426,15 +380,11 @@ def _parse_chat(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opt
         elif role in ("tool", "user") and seen_assistant:
             cid = m.get("tool_call_id")
             asm.obs(_content(m), cid if isinstance(cid, str) else None)
-        elif role == "user" and question is None:
-            c = _content(m)
-            question = parse_question(c) or (c.strip() or None)
-    question = _question(_without(obj, MESSAGE_KEYS + ((mkey,) if mkey else ())), opts.question_field, question)
-    _, ans = _lookup(obj, ANSWER_KEYS)
+    question = _question(obj, fs, None)  # (its first user turn, where no field holds one)
     if asm.answer is None and not asm.done:
         asm.answer = _last_answer(msgs)
     first_user = next((_content(m) for m in msgs if isinstance(m, dict) and _role(m) in ("user", "system")), None)
-    return _finish(asm, stats, meta, question, opts, _str_or_none(ans), obj=obj, text=first_user)
+    return _finish(asm, stats, meta, question, opts, _prediction(fs), fs=fs, obj=obj, text=first_user)
 
 
 def _assistant_turn(m: dict, asm: _Assembler, opts: _Opts) -> None:
@@ -474,9 +424,9 @@ def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _
     val = _get(obj, tf)
     if val is None:
         raise TrajectoryFormatError(f"text field {tf!r} is missing (keys: {sorted(obj)[:12]})")
-    meta = _record_meta(obj, path, lineno, step_field=opts.step_field, reward_field=opts.reward_field,
-                        default_step=default_step)
-    question = _question(obj, opts.question_field, None)
+    fs = fields_of(obj, opts)
+    meta = _record_meta(fs, path, lineno, default_step)
+    question = _question(obj, fs, None)
     asm = _Assembler(opts.search_tools)
     if isinstance(val, list):
         if not all(isinstance(q, str) for q in val):
@@ -493,7 +443,7 @@ def _parse_generic(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _
                 stats.skipped_reasons["text field without any search call"] += 1
     else:
         raise TrajectoryFormatError(f"text field {tf!r} must be a string or a list, got {type(val).__name__}")
-    return _finish(asm, stats, meta, question, opts)
+    return _finish(asm, stats, meta, question, opts, _prediction(fs), fs=fs)
 
 
 def _parse_searchgym(obj: dict, path: Path, lineno: int, stats: ReadStats, opts: _Opts,

@@ -22,26 +22,24 @@ from typing import Any
 from searchgym.diversity.readers import calls as K
 from searchgym.diversity.readers import fields as F
 from searchgym.diversity.readers.assembly import _Assembler
+from searchgym.diversity.readers.fields import parse_question
 from searchgym.diversity.readers.grammars import scan_text
-from searchgym.diversity.readers.outcomes import em_success, reward_in_text
+from searchgym.diversity.readers.outcomes import outcome
 from searchgym.diversity.readers.records import (
     _ASSISTANT,
     _PROMPT_KEYS,
     _REACT_ACTION_LINE,
-    QUESTION_ID_KEYS,
     TOOL_CALL,
     Episode,
     ReadStats,
-    _lookup,
 )
 from searchgym.diversity.readers.transcripts import (
     _PARSERS,
     ParsedRecord,
-    _chat_question,
     _Opts,
-    find_turns,
-    parse_question,
+    fields_of,
     react_episode_text,
+    record_question,
     split_response,
     transcripts_of,
 )
@@ -229,42 +227,13 @@ def best(rs: list[Reading]) -> Reading | None:
 
 
 def _question(obj: dict, fs: dict[str, tuple[str, Any]], chosen: Reading | None) -> tuple[str | None, str | None]:
-    if "question" in fs:
-        path, q = fs["question"]
-        if len(q) > 300 or "\n" in q or "uestion" in q:  # a prompt: its "Question:" line
-            q = parse_question(q) or (q if len(q) <= 300 else None)
-        if q:
-            return path, q
-    k, msgs = find_turns(obj)
-    if isinstance(msgs, list):
-        q = _chat_question(msgs)
-        if q:
-            return f"{F.key_expr(k)}[?role==`\"user\"`] | [0].content", q
+    """(path, question): the record's (``record_question``), else the header line of the text read."""
+    path, q = record_question(obj, fs)
+    if q:
+        return path, q
     if chosen is not None and chosen.question:
         return f"{chosen.expr} (header line)", chosen.question
     return None, None
-
-
-def _outcome(fs: dict[str, tuple[str, Any]], chosen: Reading | None, leaves: list[tuple[str, str]],
-             threshold: float) -> tuple[float | None, bool | None, str | None]:
-    """(reward, success, where) from a reward field, a success field, a reward in text, or EM."""
-    if "reward" in fs:
-        r = fs["reward"][1]
-        return r, r >= threshold, fs["reward"][0]
-    if "success" in fs:
-        s = fs["success"][1]
-        return s, s >= threshold, fs["success"][0]
-    texts = ([(chosen.expr, chosen.text)] if chosen is not None and chosen.text else []) + leaves[::-1]
-    for path, t in texts:
-        r = reward_in_text(t)
-        if r is not None:
-            return r, r >= threshold, f"{path} (text)"
-    pred = fs["prediction"][1] if "prediction" in fs else (chosen.answer if chosen is not None else None)
-    if "gold" in fs and pred:
-        r = em_success(fs["gold"][1], pred)
-        if r is not None:
-            return r, r >= 1.0, f"exact match of {fs.get('prediction', ('the answer',))[0]} against {fs['gold'][0]}"
-    return None, None, None
 
 
 def _key(p: ParsedRecord) -> tuple[int, int]:
@@ -323,15 +292,15 @@ def parse_tree(obj: dict[str, Any], path: Path, lineno: int, stats: ReadStats, o
             opts.explain.append(_explain_transcript(f"{path.name}, record {lineno}", reader, named, got, others))
         return got
     opts.labels["tree" if chosen is not None else ""] += 1
-    fs = F.record_fields(obj)
+    fs = fields_of(obj, opts, strict=False)
     qpath, question = _question(obj, fs, chosen)
-    reward, success, rpath = _outcome(fs, chosen, leaves, opts.success_threshold)
-    _, qid = _lookup(obj, QUESTION_ID_KEYS)
+    texts = ([(chosen.expr, chosen.text)] if chosen is not None and chosen.text else []) + leaves[::-1]
+    reward, success, rpath = outcome(fs, texts, chosen.answer if chosen is not None else None, opts.success_threshold)
     step = fs["step"][1] if "step" in fs else default_step
     eid = fs["episode_id"][1] if "episode_id" in fs else f"{path.name}:{lineno}"
+    qid = fs["question_id"][1] if "question_id" in fs else question
     ep = Episode(queries=[], step=step, question=sys.intern(question) if question else None,
-                 question_id=F.as_id(qid) or question, reward=reward, success=success, episode_id=eid,
-                 source_line=lineno)
+                 question_id=qid, reward=reward, success=success, episode_id=eid, source_line=lineno)
     pending, n_obs = [], 0
     if chosen is not None:
         ep.queries, ep.evidence, ep.titles, ep.turns = chosen.queries, chosen.evidence, chosen.titles, chosen.turns
