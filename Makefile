@@ -24,13 +24,13 @@ $(STAMP): pyproject.toml
 
 # Each run writes a new directory (runs/demo-YYYYmmdd-HHMMSS): an earlier report is never deleted. The demo's
 # arms start from the SFT start shipped in the package (searchgym/experiments/squeeze/sft_start/). Its time
-# (about 5 minutes on 2 otherwise idle cores: 294 s on 2026-11-27) excludes creating .venv (a first `make demo` also installs torch
+# (about 2.5 minutes on 2 otherwise idle cores: 156 s on 2026-11-27) excludes creating .venv (a first `make demo` also installs torch
 # and the extras: minutes more, mostly download); on a busy machine it takes longer. It prints a progress line at
 # least every 10 s and its own wall time at the end.
 demo: $(STAMP)
 	@stamp=$$(date +%Y%m%d-%H%M%S); out=runs/demo-$$stamp; n=1; \
 	while [ -e $$out ]; do n=$$((n+1)); out=runs/demo-$$stamp-$$n; done; \
-	echo "demo run directory: $$out (about 5 minutes on 2 idle cores; the venv is ready)"; t0=$$(date +%s); \
+	echo "demo run directory: $$out (about 2.5 minutes on 2 idle cores; the venv is ready)"; t0=$$(date +%s); \
 	$(VENV)/bin/searchgym squeeze --quick --out $$out && \
 	echo "report: $$out/report.md ($$out/report.html); demo took $$(( $$(date +%s) - t0 )) s"
 

@@ -34,7 +34,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     @app.command("squeeze")
     def squeeze_cmd(
         quick: bool = typer.Option(False, "--quick", help="Alias of --preset quick."),
-        preset: str = typer.Option(None, "--preset", help="quick (about 5 minutes: short RL arms from the shipped SFT "
+        preset: str = typer.Option(None, "--preset", help="quick (about 2.5 minutes: short RL arms from the shipped SFT "
                                                           "start), default, or long (the RL dose that moves the "
                                                           "LM; docs/squeeze.md 'The RL dose')."),
         only_start: bool = typer.Option(False, "--only-start", help="Stop after the SFT start and its competence "

@@ -45,7 +45,7 @@ SFT_ARMS = ("sft", "sft_kl", "rs_sft")  # arms that are not trained by train_rl
 @dataclass
 class SqueezeConfig:
     out: str = "runs/squeeze"             # output directory
-    quick: bool = False                   # the demo preset (about 5 minutes on 2 idle cores)
+    quick: bool = False                   # the demo preset (about 2.5 minutes on 2 idle cores)
     seeds: int = 6                        # seeds per arm
     arms: tuple[str, ...] = ("sft", "grpo", "grpo_kl", "grpo_klcov", "grpo_clipcov", "grpo_ent", "grpo_critique")
     model: str | None = None              # HF model name/path; None = train a tiny LM on the world
@@ -69,6 +69,7 @@ class SqueezeConfig:
     demo_success_only: bool = True        # SFT on successful demonstrations only (rejection sampling)
     arm_demo_passes: int | None = None    # diverse-agent passes behind the continued-SFT arm's and the SFT
     #                                       refresh's fresh demonstrations (None: demo_passes)
+    arm_demo_questions: int | None = None  # ... over this many train questions (a fixed random subset; None: all)
     tiny: TinyLMConfig = field(default_factory=lambda: TinyLMConfig(vocab_size=2048, hidden_size=128,
                                                                     num_layers=3, num_heads=4,
                                                                     intermediate_size=384))
@@ -139,19 +140,20 @@ class SqueezeConfig:
     def preset(cls, quick: bool = False, *, name: str | None = None, **overrides: Any) -> SqueezeConfig:
         """``name`` (or ``quick=True``, an alias of ``name="quick"``): one of :data:`PRESETS`.
 
-        quick: the demo (about 5 minutes on 2 idle cores); it starts from the shipped SFT start (the default pipeline's, package data)
+        quick: the demo (about 2.5 minutes on 2 idle cores); it starts from the shipped SFT start (the default pipeline's, package data)
         and runs short RL arms from it. long: the default run at the RL dose of docs/squeeze.md "The RL dose"."""
         name = "quick" if quick else (name or "default")
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         if name == "quick":
-            # the default world and model recipe (so the shipped start fits), short arms and small eval pools
-            # (two LM arms, one per arm worker, and 10 strategy-policy seeds of 30 steps: 294 s on 2 idle cores,
-            # over its 3-minute budget; the remedies are the strategy policy's and the organism's arms)
+            # the default world and model recipe (so the shipped start fits); the strategy policy and the organism
+            # with 6 seeds (enough for an interval), and an LM block that is a pipeline check: two 1-seed arms of 6
+            # steps, one per arm worker, on small evaluation pools (docs/squeeze.md "Timings of the quick runs")
             base = cls(quick=True, seeds=1, arms=("sft", "grpo"), start_from="shipped", arm_demo_passes=1,
-                       rl=RLArgs(total_steps=12, prompts_per_step=4, group_size=8, learning_rate=5e-4,
+                       arm_demo_questions=800,
+                       rl=RLArgs(total_steps=6, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
-                       eval_questions=24, eval_shift_questions=8, eval_samples=4, strategy_seeds=10, strategy_steps=30,
+                       eval_questions=16, eval_shift_questions=8, eval_samples=2, strategy_seeds=10, strategy_steps=30,
                        contextual_seeds=10, contextual_steps=30,
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
                        passk_questions=4, passk_splits=("test",))
@@ -198,6 +200,8 @@ class SqueezeConfig:
         get_preset(self.env_preset)  # an unknown preset fails here, not after the LM stages
         if self.jobs is not None and self.jobs < 1:
             raise ConfigError(f"--jobs must be >= 1, got {self.jobs}")
+        if self.arm_demo_questions is not None and self.arm_demo_questions < 1:
+            raise ConfigError(f"arm_demo_questions must be >= 1 or None, got {self.arm_demo_questions}")
         if self.seeds < 1:
             raise ConfigError("seeds must be >= 1")
         if self.eval_samples < 1 or self.gate_samples < 1:

@@ -91,11 +91,9 @@ class OneTemplateReward:
 
 def _demo_source(ctx: Any, tok: Any, seed: int) -> Callable[[Any, Any, int], list[Any]]:
     """sft_kl's data: batches of fresh diverse demonstrations (the continued-SFT arm's recipe)."""
-    from searchgym.experiments.squeeze.stages import make_demos
+    from searchgym.experiments.squeeze.stages import arm_demos
 
-    c = ctx.cfg
-    demos = [e for e in make_demos(ctx, tok, max(1, c.arm_demo_passes or c.demo_passes), seed=3000 + seed)[0]
-             if sum(e.mask) > 0]
+    demos = [e for e in arm_demos(ctx, tok, 3000 + seed) if sum(e.mask) > 0]
 
     def batch(rng: Any, _eps: Any, size: int) -> list[Any]:
         idx = rng.choice(len(demos), size=min(size, len(demos)), replace=False)

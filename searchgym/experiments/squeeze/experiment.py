@@ -137,10 +137,9 @@ def _run(cfg: SqueezeConfig, log: Callable[[str], None]) -> dict[str, Any]:
     r = _prepare_out(cfg, log)
     _write_json(r.out / "config.json", asdict(cfg))
     # ---- 0. the strategy policy: exact and fast, so first (reused on --resume when its settings match)
-    from searchgym.experiments.squeeze.strategy_stage import run_contextual_stage, run_strategy_stage
+    from searchgym.experiments.squeeze.strategy_stage import run_organism_stages
 
-    strategy_res = None if cfg.only_start else run_strategy_stage(cfg, r.out, log)
-    contextual_res = None if cfg.only_start else run_contextual_stage(cfg, r.out, log)
+    strategy_res, contextual_res = (None, None) if cfg.only_start else run_organism_stages(cfg, r.out, log)
     log(f"{STAGE}world: {cfg.n_entities} entities, BM25 index")
     t0 = time.time()
     ctx = Context(cfg, log)

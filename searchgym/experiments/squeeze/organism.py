@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import random
 import time
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -247,10 +248,11 @@ def _contextual_job(cfg: ContextualConfig, scfg: StrategyConfig, mixed: Outcomes
     return _Contextual(cfg, ctx, mixed, xs, splits)
 
 
-def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | None = None, jobs: int = 1
-                   ) -> dict[str, Any]:
+def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | None = None,
+                   jobs: int | Executor = 1) -> dict[str, Any]:
     """SFT start + every arm x seed on the mixed train split; the summary's ``organism.contextual`` block.
-    ``jobs`` > 1 runs the seeds (and the outcome table's splits) in that many worker processes: the same result."""
+    ``jobs`` > 1 (or a process pool) runs the seeds (and the outcome table's splits) in worker processes: the
+    same result."""
     import torch
 
     cfg = cfg or ContextualConfig()

@@ -36,11 +36,14 @@ def worker_pool(jobs: int, tasks: int, threads: int = 1) -> Iterator[Executor | 
         yield pool
 
 
-def ordered_map(fn: Callable[[T], R], items: Iterable[T], jobs: int = 1, threads: int = 1) -> list[R]:
-    """``[fn(x) for x in items]``, in ``jobs`` worker processes of ``threads`` torch threads when ``jobs`` > 1
-    (``fn`` and the items must pickle: a module-level function, a ``functools.partial`` of one). Put the longest
-    items first: the workers take them in order."""
+def ordered_map(fn: Callable[[T], R], items: Iterable[T], jobs: int | Executor = 1, threads: int = 1) -> list[R]:
+    """``[fn(x) for x in items]``, in ``jobs`` worker processes of ``threads`` torch threads when ``jobs`` > 1, or
+    in the pool ``jobs`` when one is given (one pool for several stages spawns its workers once). ``fn`` and the
+    items must pickle (a module-level function, a ``functools.partial`` of one). Put the longest items first: the
+    workers take them in order."""
     xs: Sequence[Any] = list(items)
+    if isinstance(jobs, Executor):
+        return list(jobs.map(fn, xs))
     with worker_pool(jobs, len(xs), threads) as pool:
         if pool is None:
             return [fn(x) for x in xs]

@@ -92,22 +92,24 @@ class Context:
 
 
 # ------------------------------------------------------------------------------------------------ stages
-def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int) -> tuple[list[Any], dict[str, Any]]:
-    """Diverse-agent demonstrations on every train question, ``passes`` times with different seeds; the stats
-    include ``demo_share``: the share of the KEPT demonstrations (the SFT data) per heuristic strategy."""
+def make_demos(ctx: Context, tokenizer: Any, passes: int, seed: int, questions: list[int] | None = None
+               ) -> tuple[list[Any], dict[str, Any]]:
+    """Diverse-agent demonstrations on every train question (or on ``questions``, indices into the train split),
+    ``passes`` times with different seeds; the stats include ``demo_share``: the share of the KEPT
+    demonstrations (the SFT data) per heuristic strategy."""
     from searchgym.agents.heuristics import DiverseAgent
     from searchgym.agents.reader import Reader
     from searchgym.train.rollout import AgentPolicy, run_episodes
 
-    train = ctx.world.split("train")
-    envs = ctx.envs(len(train))
+    idx = list(range(len(ctx.world.split("train")))) if questions is None else questions
+    envs = ctx.envs(len(idx))
     episodes = []
     strategy: list[str] = []
     reader = Reader(ctx.world)
     for p in range(passes):
         agent = DiverseAgent(seed=seed * 1000 + p, think=False, reader=reader, max_searches=ctx.cfg.max_turns)
         eps = run_episodes(AgentPolicy(agent, tokenizer), envs, [None] * len(envs),
-                           options=[{"index": i} for i in range(len(envs))], agent_name="diverse")
+                           options=[{"index": i} for i in idx], agent_name="diverse")
         episodes.extend(eps)
         # env i ran one episode this pass; the agent's slot i still holds the strategy it drew for it
         strategy += [(agent.state(i).strategy.name if agent.state(i) is not None else "?") for i in range(len(eps))]
@@ -404,6 +406,14 @@ def _control_shaper(ctx: Context, arm: str, seed: int, out_dir: Path) -> Callabl
     return None
 
 
+def arm_demos(ctx: Context, tokenizer: Any, seed: int) -> list[Any]:
+    """The fresh demonstrations of an arm that trains on them (continued SFT, the SFT refresh, KL-matched SFT):
+    ``arm_demo_passes`` passes over the train questions, or over a fixed subset of ``arm_demo_questions``."""
+    c = ctx.cfg
+    qs = question_pool(ctx, "train", c.arm_demo_questions) if c.arm_demo_questions else None
+    return make_demos(ctx, tokenizer, max(1, c.arm_demo_passes or c.demo_passes), seed=seed, questions=qs)[0]
+
+
 def continued_sft_args(c: SqueezeConfig) -> Any:
     """The warm start's SFT recipe continued: its loss mix and batch, at the learning rate it ended with,
     constant, no second warm-up (the continued-SFT arm and the periodic SFT refresh)."""
@@ -421,7 +431,7 @@ def sft_refresh(ctx: Context, tok: Any, seed: int) -> Callable[[int, Any, Any], 
     from searchgym.train.sft import sft_backward
 
     c = ctx.cfg
-    demos = [e for e in make_demos(ctx, tok, max(1, c.arm_demo_passes or c.demo_passes), seed=2000 + seed)[0] if sum(e.mask) > 0]
+    demos = [e for e in arm_demos(ctx, tok, 2000 + seed) if sum(e.mask) > 0]
     sargs = continued_sft_args(c)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
 
@@ -462,7 +472,7 @@ def run_sft_arm(ctx: Context, seed: int, start_dir: Path, out_dir: Path) -> list
     c = ctx.cfg
     rl = c.rl
     model, tok = load_lm(start_dir, device=c.device)
-    demos, _ = make_demos(ctx, tok, max(1, c.arm_demo_passes or c.demo_passes), seed=1000 + seed)
+    demos = arm_demos(ctx, tok, 1000 + seed)
     n = rl.prompts_per_step * rl.group_size
     envs = ctx.envs(n)
     pool = train_pool(ctx)

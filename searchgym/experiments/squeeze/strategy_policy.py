@@ -46,6 +46,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -187,7 +188,8 @@ def _retriever_for(world: Any) -> Any:
     return _RETRIEVERS[key]
 
 
-def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = None, jobs: int = 1) -> Outcomes:
+def compute_outcomes(cfg: StrategyConfig, strategies: Sequence[str] | None = None, jobs: int | Executor = 1
+                     ) -> Outcomes:
     """EM of every strategy on every question of ``cfg.splits`` under ``cfg.preset`` (one rollout each); the
     splits in ``jobs`` worker processes (the same table: each split is rolled out on its own env and agents)."""
     from searchgym.agents.heuristics import STRATEGIES
@@ -234,7 +236,7 @@ def _split_outcomes(cfg: StrategyConfig, strategies: tuple[str, ...], split: str
 _OUTCOMES: dict[tuple[Any, ...], Outcomes] = {}
 
 
-def outcomes_for(cfg: StrategyConfig, jobs: int = 1) -> Outcomes:
+def outcomes_for(cfg: StrategyConfig, jobs: int | Executor = 1) -> Outcomes:
     """:func:`compute_outcomes` of the fields that make the table, cached (the four latest) in this process, so
     the strategy and the contextual stage of one run compute it once."""
     key = (cfg.world_seed, cfg.n_entities, cfg.preset, tuple(cfg.splits), cfg.num_envs, cfg.world_version)
@@ -672,15 +674,16 @@ def _summary(evals: list[dict[str, Any]], splits: Sequence[str], strategies: Seq
     }
 
 
-def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcomes | None = None, jobs: int = 1
-                            ) -> dict[str, Any]:
+def run_strategy_experiment(cfg: StrategyConfig | None = None, outcomes: Outcomes | None = None,
+                            jobs: int | Executor = 1) -> dict[str, Any]:
     """SFT start + every arm x ``cfg.seeds`` seeds; per arm mean +- 95% CI over seeds of every figure.
 
     Returns ``{"config", "strategies", "oracle", "per_strategy", "start", "arms": {ARM: {..., "controls",
     "control_steps", "history"}}, "seeds", "seconds"}`` (``history``: per seed, train success / strategy
     entropy / shares every ``eval_every`` steps; ``control_steps``: per seed, each RL step's clip fraction,
     mean |log ratio| and share of choices Clip-Cov / KL-Cov selected). ``outcomes`` (from :func:`compute_outcomes`) skips the precompute.
-    ``jobs`` > 1 runs the seeds (and the outcome table's splits) in that many worker processes: the same result.
+    ``jobs`` > 1 (or a process pool) runs the seeds (and the outcome table's splits) in worker processes: the
+    same result.
     """
     import torch
 

@@ -79,8 +79,21 @@ def _run_or_reuse(resume: bool, path: Path, stage_cfg: Any, title: str, run: Cal
     return res
 
 
-def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
-    """Run (or, on ``--resume`` with the same settings, reuse) the strategy-policy experiment; None if disabled."""
+def run_organism_stages(cfg: Any, out: Path, log: Callable[[str], None] = print
+                        ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The strategy-policy stage and the organism on the mixed train split, in one pool of ``cfg.arm_jobs()``
+    worker processes (spawned once, on the first piece of work; a resumed run that reuses both spawns none)."""
+    from searchgym.experiments.squeeze.parallel import worker_pool
+
+    with worker_pool(cfg.arm_jobs(), tasks=cfg.arm_jobs()) as pool:
+        jobs = pool or 1
+        return run_strategy_stage(cfg, out, log, jobs), run_contextual_stage(cfg, out, log, jobs)
+
+
+def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print, jobs: Any = None
+                       ) -> dict[str, Any] | None:
+    """Run (or, on ``--resume`` with the same settings, reuse) the strategy-policy experiment; None if disabled.
+    ``jobs``: worker processes or a pool (None: ``cfg.arm_jobs()``)."""
     from searchgym.experiments.squeeze.strategy_policy import run_strategy_experiment
 
     if cfg.strategy_seeds <= 0:
@@ -90,7 +103,7 @@ def run_strategy_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) 
     def run() -> dict[str, Any]:
         log(f"{STAGE}strategy policy: {len(scfg.arms)} arms x {scfg.seeds} seeds, {scfg.steps} steps "
             f"(preset {scfg.preset!r})")
-        res = run_strategy_experiment(scfg, jobs=cfg.arm_jobs())
+        res = run_strategy_experiment(scfg, jobs=cfg.arm_jobs() if jobs is None else jobs)
         for arm in res["arms"].values():
             arm.pop("control_steps", None)  # per step per seed: bulky, and the controls' means are kept
         return res
@@ -110,9 +123,10 @@ def contextual_config(cfg: Any) -> Any:
                             base=world_kwargs(cfg))  # = strategy_config's
 
 
-def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print) -> dict[str, Any] | None:
+def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print, jobs: Any = None
+                         ) -> dict[str, Any] | None:
     """The organism on the mixed train split (``organism.py``), reused on ``--resume`` when its settings match;
-    None when disabled (``contextual_seeds`` 0 or the strategy stage off)."""
+    None when disabled (``contextual_seeds`` 0 or the strategy stage off). ``jobs`` as for the strategy stage."""
     from searchgym.errors import ConfigError
     from searchgym.experiments.squeeze.organism import run_contextual
 
@@ -123,7 +137,7 @@ def run_contextual_stage(cfg: Any, out: Path, log: Callable[[str], None] = print
     def run() -> dict[str, Any]:
         log(f"{STAGE}organism on the mixed train split: {len(ccfg.arms)} arms x {ccfg.seeds} seeds, "
             f"{ccfg.steps} steps")
-        return run_contextual(ccfg, jobs=cfg.arm_jobs())
+        return run_contextual(ccfg, jobs=cfg.arm_jobs() if jobs is None else jobs)
 
     try:
         return _run_or_reuse(cfg.resume, out / CONTEXTUAL_FILE, ccfg, "organism on the mixed train split", run, log)
