@@ -95,7 +95,9 @@ def test_wilson_interval():
     assert wilson(0, 20)[0] == 0.0 and wilson(20, 20)[1] == 1.0
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_one_process_result(outcomes):
+    """As the strategy policy's (tests/test_strategy_policy.py, fast): the organism's seeds in 2 workers."""
     cfg = ContextualConfig(seeds=2, steps=3, base=BASE, arms=("rs_sft", "grpo_critique"))
     one, two = run_contextual(cfg, outcomes=outcomes), run_contextual(cfg, outcomes=outcomes, jobs=2)
     one.pop("seconds"), two.pop("seconds")

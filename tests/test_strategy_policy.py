@@ -105,16 +105,18 @@ def test_empty_split_is_a_config_error():
         compute_outcomes(small(splits=("train", "nope")))
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_one_process_result(outcomes):
     """The seeds (and the outcome table's splits) run in worker processes with the same figures, bit for bit."""
-    from searchgym.experiments.squeeze.strategy_policy import compute_outcomes as table
+    from searchgym.experiments.squeeze.parallel import worker_pool
 
-    cfg = small(arms=("grpo", "sft"), seeds=2, steps=4, eval_every=2)
+    cfg = small(arms=("grpo", "sft"), seeds=2, steps=4, eval_every=2, sft_steps=20)
     one = run_strategy_experiment(cfg, outcomes=outcomes)
-    two = run_strategy_experiment(cfg, outcomes=outcomes, jobs=2)
+    with worker_pool(2, 2) as pool:  # one pool for both, as the squeeze run shares it between its stages
+        two = run_strategy_experiment(cfg, outcomes=outcomes, jobs=pool)
+        split = compute_outcomes(small(), jobs=pool)
     for r in (one, two):
         r.pop("seconds"), r.pop("outcome_seconds")
     assert one == two
-    split = table(small(), jobs=2)
     assert split.questions == outcomes.questions and split.families == outcomes.families
     assert all(np.array_equal(split.em[s], outcomes.em[s]) for s in SPLITS)
