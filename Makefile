@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml
 
 # Each run writes a new directory (runs/demo-YYYYmmdd-HHMMSS): an earlier report is never deleted. The demo's
 # arms start from the SFT start shipped in the package (searchgym/experiments/squeeze/sft_start/). Its time
-# (about 2.5 minutes on 2 otherwise idle cores: 156 s on 2026-11-27) excludes creating .venv (a first `make demo` also installs torch
+# (about 2.5 minutes on 2 otherwise idle cores: 154 s from a fresh clone on 2026-11-27) excludes creating .venv (a first `make demo` also installs torch
 # and the extras: minutes more, mostly download); on a busy machine it takes longer. It prints a progress line at
 # least every 10 s and its own wall time at the end.
 demo: $(STAMP)
