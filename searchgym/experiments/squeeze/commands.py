@@ -67,9 +67,9 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                                     "batch in every RL arm (default 4; 1 = the "
                                                                     "ratio never moves, Clip-/KL-Cov cannot act)."),
         threads: int = typer.Option(None, "--threads", help="torch intra-op threads (default: torch's)."),
-        jobs: int = typer.Option(None, "--jobs", help="Arm-seed runs in parallel worker processes, one torch "
-                                                      "thread each (default: 2 for the tiny LM on a CPU with >= 2 "
-                                                      "cores, else 1)."),
+        jobs: int = typer.Option(None, "--jobs", help="Worker processes, one torch thread each, for the arm-seed "
+                                                      "runs and the strategy-policy and organism seeds (default: 2 "
+                                                      "for the tiny LM on a CPU with >= 2 cores, else 1)."),
         passk_max: int = typer.Option(None, "--passk-max", help="pass@k up to this k for the SFT start and each "
                                                                 "arm (default 64; 0 disables it)."),
         strategy_seeds: int = typer.Option(None, "--strategy-seeds", help="Seeds per arm of the strategy-policy "

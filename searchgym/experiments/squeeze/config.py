@@ -251,7 +251,8 @@ class SqueezeConfig:
         return self.start_from in (None, "train")
 
     def arm_jobs(self) -> int:
-        """Worker processes for the arms stage (each runs one arm-seed with one torch thread)."""
+        """Worker processes for the arms stage (each runs one arm-seed with one torch thread), and for the seeds
+        of the strategy-policy and organism stages."""
         import os
 
         if self.jobs is not None:
