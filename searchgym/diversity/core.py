@@ -381,38 +381,45 @@ def label_episodes(episodes: Sequence[Any], *, templater: Templater, levels: Seq
             if nquestion is not None and nq == nquestion:
                 lab.question_equal += 1
             pending.append(i)
-        # process: duplicates, moves, CTAR, new-document yield (parallel turns: no per-query evidence)
-        if queries:
-            lab.dups.append(M.duplicate_query_rate(queries))
-        parallel = len(set(turns)) < len(turns)
-        ev = ev_list if len(ev_list) == len(queries) and not parallel else None
-        has_ev = ev is not None and any(ev)
-        if len(queries) >= 2:
-            if has_ev:
-                mv, ct = moves_and_ctar(queries, ev, question=ep.question)
-                lab.ctars.extend(x for x in ct if not math.isnan(x))
-            else:
-                mv = _moves(queries, None, ep.question)
-            lab.moves.append(mv)
-        else:
-            lab.moves.append([])
-        # per turn: the union of its queries' documents (readers may repeat a parallel step's ids per query;
-        # one list shared by a turn's queries is taken once)
-        by_turn: dict[int, list[str]] = {}
-        taken: set[tuple[int, int]] = set()
-        for i, d in enumerate(ep.doc_ids or []):
-            t = turns[i] if i < len(turns) else i
-            if d and (t, id(d)) not in taken:
-                taken.add((t, id(d)))
-                by_turn.setdefault(t, []).extend(d)
-        docs = [list(dict.fromkeys(v)) for v in by_turn.values()]
-        if docs:
-            y = M.new_document_yield(docs)
-            if not math.isnan(y):
-                lab.yields.append(y)
+        _episode_process(lab, ep, queries, turns, ev_list)
     if semantic is not None and "semantic" in lab.levels:
         lab.levels["semantic"] = [str(x) for x in semantic([normalize(q) for q in lab.texts])] if lab.texts else []
     return lab
+
+
+def _episode_process(lab: Labels, ep: Any, queries: list[str], turns: list[int], ev_list: list[Any]) -> None:
+    """An episode's process figures into ``lab``: duplicate rate, moves, CTAR and new-document yield (parallel
+    turns have no per-query evidence)."""
+    if queries:
+        lab.dups.append(M.duplicate_query_rate(queries))
+    parallel = len(set(turns)) < len(turns)
+    ev = ev_list if len(ev_list) == len(queries) and not parallel else None
+    if len(queries) < 2:
+        lab.moves.append([])
+    elif ev is not None and any(ev):
+        mv, ct = moves_and_ctar(queries, ev, question=ep.question)
+        lab.ctars.extend(x for x in ct if not math.isnan(x))
+        lab.moves.append(mv)
+    else:
+        lab.moves.append(_moves(queries, None, ep.question))
+    docs = _turn_documents(ep.doc_ids or [], turns)
+    if docs:
+        y = M.new_document_yield(docs)
+        if not math.isnan(y):
+            lab.yields.append(y)
+
+
+def _turn_documents(doc_ids: list[Any], turns: list[int]) -> list[list[str]]:
+    """Per turn, the union of its queries' documents in order (readers may repeat a parallel step's ids per
+    query; one list shared by a turn's queries is taken once)."""
+    by_turn: dict[int, list[str]] = {}
+    taken: set[tuple[int, int]] = set()
+    for i, d in enumerate(doc_ids):
+        t = turns[i] if i < len(turns) else i
+        if d and (t, id(d)) not in taken:
+            taken.add((t, id(d)))
+            by_turn.setdefault(t, []).extend(d)
+    return [list(dict.fromkeys(v)) for v in by_turn.values()]
 
 
 def _turn_evidence(pending: list[int], ev_list: list, ti_list: list, ctx: EvidenceContext, templater: Templater,
@@ -870,41 +877,52 @@ def flat_metrics(stats: RunStats, *, prefix: str = "diversity") -> dict[str, flo
     ``diversity/process/<field>``, ``diversity/text/<field>``, ``diversity/moves/<move>`` (shares),
     ``diversity/<run field>`` and ``policy/<field>``."""
     m: dict[str, float] = {}
-
-    def level(p: str, st: LevelStats | None) -> None:
-        if st is None:
-            return
-        for f in ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number", "inverse_simpson",
-                  "top1_mass", "top5_mass", "n_templates", "rank_beta"):
-            m[f"{p}/{f}"] = float(getattr(st, f))
-        for f in ("within_question_entropy", "first_query_within_entropy"):
-            v = getattr(st, f)
-            m[f"{p}/{f}"] = float("nan") if v is None else float(v)
-        m[f"{p}/n"] = float(st.n)
-        for q in ("0", "2"):
-            m[f"{p}/hill_{q}"] = float(st.hill[q])
-        if st.mi_question is not None:
-            m[f"{p}/mi_question"] = float(st.mi_question)
-        lo, hi = st.entropy_ci
-        if lo is not None and not math.isnan(lo):
-            m[f"{p}/entropy_ci_low"], m[f"{p}/entropy_ci_high"] = float(lo), float(hi)
-        if st.distribution:
-            for c, v in st.distribution.items():
-                m[f"{p}/share/{c}"] = float(v)
-
     for lv, st in stats.levels.items():
-        level(f"{prefix}/{lv}", st)
-    level(f"{prefix}/strategy", stats.strategy)
+        _level_metrics(m, f"{prefix}/{lv}", st)
+    _level_metrics(m, f"{prefix}/strategy", stats.strategy)
     for lv, st in stats.well_formed.levels.items():
-        level(f"{prefix}/well_formed/{lv}", st)
+        _level_metrics(m, f"{prefix}/well_formed/{lv}", st)
+    _run_metrics(m, prefix, stats)
+    for k, v in stats.policy.items():
+        if k in ("success_rate", "pass_at_k", "entropy_law", "entropy_law_points"):
+            continue
+        if isinstance(v, (int, float)) and not (k == "reward_mean" and math.isnan(v)):
+            m[f"policy/{k}"] = float(v)
+    return m
+
+
+def _level_metrics(m: dict[str, float], p: str, st: LevelStats | None) -> None:
+    """One level's (or the strategy classes') scalars under ``p``."""
+    if st is None:
+        return
+    for f in ("entropy", "miller_madow_entropy", "normalized_entropy", "effective_number", "inverse_simpson",
+              "top1_mass", "top5_mass", "n_templates", "rank_beta"):
+        m[f"{p}/{f}"] = float(getattr(st, f))
+    for f in ("within_question_entropy", "first_query_within_entropy"):
+        v = getattr(st, f)
+        m[f"{p}/{f}"] = float("nan") if v is None else float(v)
+    m[f"{p}/n"] = float(st.n)
+    for q in ("0", "2"):
+        m[f"{p}/hill_{q}"] = float(st.hill[q])
+    if st.mi_question is not None:
+        m[f"{p}/mi_question"] = float(st.mi_question)
+    lo, hi = st.entropy_ci
+    if lo is not None and not math.isnan(lo):
+        m[f"{p}/entropy_ci_low"], m[f"{p}/entropy_ci_high"] = float(lo), float(hi)
+    for c, v in (st.distribution or {}).items():
+        m[f"{p}/share/{c}"] = float(v)
+
+
+def _run_metrics(m: dict[str, float], prefix: str, stats: RunStats) -> None:
+    """The run's counts and shares, process figures, text statistics and move shares."""
     m[f"{prefix}/n_episodes"] = float(stats.n_episodes)
     m[f"{prefix}/n_queries"] = float(stats.n_queries)
     for f in ("question_copy_rate", "malformed_share", "off_task_share", "grounded_share"):
         m[f"{prefix}/{f}"] = float(getattr(stats, f))
-    for f in fields(ProcessStats):
-        v = getattr(stats.process, f.name)
-        if not (f.name in ("new_document_yield", "ctar") and math.isnan(v)):
-            m[f"{prefix}/process/{f.name}"] = float(v)
+    for fld in fields(ProcessStats):
+        v = getattr(stats.process, fld.name)
+        if not (fld.name in ("new_document_yield", "ctar") and math.isnan(v)):
+            m[f"{prefix}/process/{fld.name}"] = float(v)
     if stats.n_queries:
         for k, v in stats.text.items():
             m[f"{prefix}/text/{k}"] = float(v)
@@ -912,12 +930,6 @@ def flat_metrics(stats: RunStats, *, prefix: str = "diversity") -> dict[str, flo
         m[f"{prefix}/moves/entropy"] = float(stats.moves.entropy)
         for mv, v in stats.moves.shares.items():
             m[f"{prefix}/moves/{mv}"] = float(v)
-    for k, v in stats.policy.items():
-        if k in ("success_rate", "pass_at_k", "entropy_law", "entropy_law_points"):
-            continue
-        if isinstance(v, (int, float)) and not (k == "reward_mean" and math.isnan(v)):
-            m[f"policy/{k}"] = float(v)
-    return m
 
 
 __all__ = ["DEFINITIONS", "Labels", "LevelStats", "MoveStats", "ProcessStats", "RunStats", "StepStats",
