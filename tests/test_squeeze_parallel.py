@@ -33,3 +33,11 @@ def test_one_job_or_one_task_spawns_no_pool():
     with worker_pool(1, 10) as a, worker_pool(4, 1) as b:
         assert a is None and b is None
     assert ordered_map(abs, [-1, -2], 1) == [1, 2]
+
+
+def test_the_arms_pool_submits_the_slowest_arms_first_and_keeps_order_within_them():
+    from searchgym.experiments.squeeze.experiment import _longest_first
+
+    todo = [(1, "sft", 1), (2, "grpo", 1), (3, "sft_kl", 1), (4, "grpo_kl", 1), (5, "ppo", 1), (6, "sft", 2)]
+    order = [(arm, seed) for _, arm, seed in sorted(todo, key=_longest_first)]
+    assert order == [("sft_kl", 1), ("sft", 1), ("sft", 2), ("ppo", 1), ("grpo", 1), ("grpo_kl", 1)]

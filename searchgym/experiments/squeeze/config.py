@@ -156,7 +156,10 @@ class SqueezeConfig:
                        eval_questions=16, eval_shift_questions=8, eval_samples=2, strategy_seeds=10, strategy_steps=30,
                        contextual_seeds=10, contextual_steps=30,
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
-                       passk_questions=4, passk_splits=("test",))
+                       passk_questions=4, passk_splits=("test",),
+                       # sft_kl as a pipeline check: at 6 steps GRPO's KL reaches ~0.18 and continued SFT's only
+                       # ~0.11 after 18, so 3x the steps buy no match, only ~90 s of `--arms all`
+                       sft_kl_max_factor=1)
         elif name == "long":
             base = cls(rl=replace(cls().rl, **LONG_RL), start_from="shipped")
         else:
