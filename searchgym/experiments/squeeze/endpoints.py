@@ -5,7 +5,9 @@ number of queries with and without the queries that copy the question, the copy 
 rename splits the share of episodes that query the entity a former-name passage points to
 (``rename_follow_rate``). Per arm of the summary (:func:`endpoints_block`): the KL to the SFT start per step, the
 train-success change against the start with a CI over seeds, those template measures, and every shift split's
-start value with a mark where the start is too low to show a loss.
+start value with a mark where the start is too low to show a loss. And the pre-registered rule that calls a
+change RL's (:func:`rl_specific_block`): GRPO must differ from continued SFT, from rejection-sampling SFT and from
+GRPO with shuffled rewards, all in the same direction.
 """
 
 from __future__ import annotations
@@ -125,3 +127,53 @@ def endpoints_block(summary: dict[str, Any], start_eval: dict[str, Any],
                                               for sp in RENAME_SPLITS if sp in start_eval}
     summary["shift_floor"] = shift_floor(start_eval, SHIFT_SPLITS)
     summary["primary_endpoints"] = {"primary": PRIMARY_ENDPOINT, "primary_cost": PRIMARY_COST_ENDPOINT}
+    rs = rl_specific_block(summary["arms"])
+    if rs is not None:
+        summary["rl_specific"] = rs
+
+
+RL_CONTROLS = ("rs_sft", "grpo_shuffled")  # the arms GRPO must also differ from for a change to be RL's
+RL_SPECIFIC_KEYS = ("strategy_entropy_rarefied", "slot_entropy", "template_entropy_rarefied",
+                    "template_entropy_rarefied_no_copy", "copy_rate", "train_success", "test_success")
+
+
+def _seed_values(block: dict[str, Any], key: str) -> list[float]:
+    if key.startswith("shift:"):
+        return list(((block.get("shift") or {}).get(key[6:]) or {}).get("values") or [])
+    return list((block.get(key) or {}).get("values") or [])
+
+
+def rl_specific_verdict(vs_sft: dict[str, Any], vs_controls: dict[str, dict[str, Any]]) -> str:
+    """``rl_specific``: GRPO differs from continued SFT and from every control, each interval excluding 0 on the
+    same side; ``not_rl_specific``: it differs from continued SFT but not so from some control; ``no_change``: it
+    does not differ from continued SFT; ``unknown``: an interval is missing (under 2 seeds on a side)."""
+    from searchgym.experiments.squeeze.stats import excludes_zero
+
+    if vs_sft.get("ci") is None or any(c.get("ci") is None for c in vs_controls.values()):
+        return "unknown"
+    if not excludes_zero(vs_sft["ci"]):
+        return "no_change"
+    sign = vs_sft["diff"] > 0
+    same = all(excludes_zero(c["ci"]) and (c["diff"] > 0) == sign for c in vs_controls.values())
+    return "rl_specific" if same else "not_rl_specific"
+
+
+def rl_specific_block(arms: dict[str, Any], arm: str = "grpo") -> dict[str, Any] | None:
+    """GRPO against continued SFT and against each of :data:`RL_CONTROLS` on the endpoints and every shift split
+    (Welch intervals over seeds), with :func:`rl_specific_verdict` per endpoint. None when the run lacks GRPO,
+    continued SFT or a control."""
+    from searchgym.experiments.squeeze.stats import diff_ci, margin_for
+
+    if any(a not in arms for a in (arm, "sft", *RL_CONTROLS)):
+        return None
+    keys = [*RL_SPECIFIC_KEYS, *(f"shift:{sp}" for sp in (arms[arm].get("shift") or {}))]
+    out: dict[str, Any] = {}
+    for key in keys:
+        g = _seed_values(arms[arm], key)
+        if not g:
+            continue
+        vs = {other: diff_ci(g, _seed_values(arms[other], key), margin=margin_for(key))
+              for other in ("sft", *RL_CONTROLS)}
+        controls = {c: vs[c] for c in RL_CONTROLS}
+        out[key] = {"vs_" + k: v for k, v in vs.items()} | {"verdict": rl_specific_verdict(vs["sft"], controls)}
+    return {"arm": arm, "controls": list(RL_CONTROLS), "endpoints": out}

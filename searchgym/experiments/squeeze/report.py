@@ -270,6 +270,34 @@ def endpoints_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+_VERDICT_WORDS = {"rl_specific": "**yes**", "not_rl_specific": "no: a control differs less or not at all",
+                  "no_change": "no change vs continued SFT", "unknown": "– (under 2 seeds)"}
+
+
+def _diff_cell(d: dict[str, Any]) -> str:
+    if d.get("diff") is None:
+        return "–"
+    ci = d.get("ci")
+    return f"{d['diff']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else "")
+
+
+def rl_specific_table(summary: dict[str, Any]) -> list[str]:
+    """GRPO against continued SFT and the two controls per endpoint, with the pre-registered verdict
+    (endpoints.rl_specific_block)."""
+    rs = summary.get("rl_specific")
+    if not rs or not rs.get("endpoints"):
+        return []
+    lines = [("Is it RL's? GRPO − each arm per endpoint (mean difference [95% Welch CI over seeds]); a change is RL's "
+             "only where GRPO differs from continued SFT, rejection-sampling SFT and shuffled-reward GRPO, all on the "
+             "same side:"), "",
+             "| endpoint | − continued SFT | − rejection-sampling SFT | − shuffled-reward GRPO | RL's? |",
+             "|---|---|---|---|---|"]
+    for key, e in rs["endpoints"].items():
+        lines.append(f"| `{key}` | {_diff_cell(e['vs_sft'])} | {_diff_cell(e['vs_rs_sft'])} | "
+                     f"{_diff_cell(e['vs_grpo_shuffled'])} | {_VERDICT_WORDS.get(e['verdict'], e['verdict'])} |")
+    return lines
+
+
 def _gate_warning(summary: dict[str, Any]) -> list[str]:
     comp = summary.get("competence")
     if not comp or comp.get("passed"):
@@ -472,6 +500,7 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
         "",
         *(["Endpoints fixed in advance (docs/squeeze.md), per arm (mean [95% CI over seeds]):", "",
            *endpoints_table(summary), ""] if endpoints_table(summary) else []),
+        *([*rl_specific_table(summary), ""] if rl_specific_table(summary) else []),
         *findings_text(summary),
         *_random_effects_section(worlds),
         *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),

@@ -1,0 +1,55 @@
+"""The pre-registered rule that calls a change RL's (issue 31 §2/§3): GRPO must differ from continued SFT, from
+rejection-sampling SFT and from shuffled-reward GRPO, on the same side (endpoints.rl_specific_block)."""
+
+from __future__ import annotations
+
+from searchgym.experiments.squeeze.endpoints import rl_specific_block, rl_specific_verdict
+from searchgym.experiments.squeeze.report import rl_specific_table
+
+
+def _arm(entropy: list[float], success: list[float], homonym: list[float]) -> dict:
+    return {"strategy_entropy_rarefied": {"values": entropy}, "train_success": {"values": success},
+            "shift": {"shift_homonym": {"values": homonym}}}
+
+
+def _arms(rs_entropy: list[float]) -> dict:
+    return {
+        "sft": _arm([1.60, 1.62, 1.61, 1.63], [0.50, 0.52, 0.51, 0.49], [0.6, 0.62, 0.61, 0.6]),
+        "grpo": _arm([1.40, 1.42, 1.41, 1.43], [0.50, 0.53, 0.50, 0.50], [0.6, 0.61, 0.62, 0.6]),
+        "rs_sft": _arm(rs_entropy, [0.51, 0.52, 0.50, 0.50], [0.6, 0.6, 0.62, 0.61]),
+        "grpo_shuffled": _arm([1.70, 1.72, 1.69, 1.71], [0.30, 0.32, 0.31, 0.29], [0.5, 0.52, 0.5, 0.51]),
+    }
+
+
+def test_a_drop_that_both_controls_lack_is_rl_s():
+    rs = rl_specific_block(_arms([1.60, 1.61, 1.62, 1.60]))
+    assert rs is not None and rs["controls"] == ["rs_sft", "grpo_shuffled"]
+    e = rs["endpoints"]
+    assert e["strategy_entropy_rarefied"]["verdict"] == "rl_specific"
+    assert e["strategy_entropy_rarefied"]["vs_sft"]["diff"] < 0
+    assert e["train_success"]["verdict"] == "no_change"
+    assert e["shift:shift_homonym"]["verdict"] == "no_change"
+
+
+def test_a_drop_rejection_sampling_sft_shares_is_not_rl_s():
+    rs = rl_specific_block(_arms([1.40, 1.41, 1.42, 1.43]))  # rejection-sampling SFT squeezes as much
+    assert rs is not None
+    assert rs["endpoints"]["strategy_entropy_rarefied"]["verdict"] == "not_rl_specific"
+    table = "\n".join(rl_specific_table({"rl_specific": rs}))
+    assert "| `strategy_entropy_rarefied` | -0.200" in table and "no: a control differs" in table
+
+
+def test_without_a_control_or_with_one_seed_there_is_no_verdict():
+    arms = _arms([1.60, 1.61, 1.62, 1.60])
+    del arms["grpo_shuffled"]
+    assert rl_specific_block(arms) is None
+    assert rl_specific_table({}) == []
+    one = {"diff": -0.2, "ci": None}
+    assert rl_specific_verdict({"diff": -0.2, "ci": [-0.3, -0.1]}, {"rs_sft": one}) == "unknown"
+
+
+def test_a_control_on_the_other_side_is_not_rl_s():
+    same = {"diff": -0.2, "ci": [-0.3, -0.1]}
+    other = {"diff": 0.2, "ci": [0.1, 0.3]}
+    assert rl_specific_verdict(same, {"rs_sft": same, "grpo_shuffled": same}) == "rl_specific"
+    assert rl_specific_verdict(same, {"rs_sft": same, "grpo_shuffled": other}) == "not_rl_specific"
