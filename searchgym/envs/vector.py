@@ -28,6 +28,29 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
     share one key set are gathered together (``itemgetter`` + ``zip``), so the cost is per key, not per
     (key, env).
     """
+    out: dict[str, Any] = {}
+    masks: dict[int, np.ndarray] = {}  # keys present in the same envs share one mask computation
+    for k, parts in _columns_by_key(infos).items():
+        if len(parts) == 1:
+            idx, col = parts[0]
+            full = len(idx) == num_envs
+        else:
+            idx = [i for ix, _ in parts for i in ix]
+            col = tuple(v for _, c in parts for v in c)
+            full = False  # pieces are grouped by key set, not in env order
+        m = masks.get(id(idx)) if len(parts) == 1 else None
+        if m is None:
+            m = np.zeros(num_envs, dtype=np.bool_)
+            m[idx] = True
+            if len(parts) == 1:
+                masks[id(idx)] = m
+        out[k] = _stack_column(idx, col, full, num_envs)
+        out["_" + k] = m.copy()
+    return out
+
+
+def _columns_by_key(infos: Sequence[dict[str, Any] | None]) -> dict[str, list[tuple[list[int], tuple]]]:
+    """key -> [(env indices, their values)], one piece per set of envs that report the same key set."""
     groups: dict[tuple[str, ...], list[int]] = {}
     for i, d in enumerate(infos):
         if d:
@@ -37,12 +60,11 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
                 groups[keys] = [i]
             else:
                 g.append(i)
-    # key -> list of (env indices, values)
     pieces: dict[str, list[tuple[list[int], tuple]]] = {}
     for keys, idx in groups.items():
         rows = [infos[i] for i in idx]
         if len(keys) == 1:
-            cols = [tuple(d[keys[0]] for d in rows)]
+            cols = [tuple(d[keys[0]] for d in rows)]  # type: ignore[index]
         else:
             cols = list(zip(*map(itemgetter(*keys), rows)))
         for k, col in zip(keys, cols):
@@ -51,44 +73,28 @@ def stack_infos(infos: Sequence[dict[str, Any] | None], num_envs: int) -> dict[s
                 pieces[k] = [(idx, col)]
             else:
                 p.append((idx, col))
-    out: dict[str, Any] = {}
-    masks: dict[int, np.ndarray] = {}  # keys present in the same envs share one mask computation
-    for k, parts in pieces.items():
-        if len(parts) == 1:
-            idx, col = parts[0]
-            full = len(idx) == num_envs
-            types = set(map(type, col))
-        else:
-            idx = [i for ix, _ in parts for i in ix]
-            col = tuple(v for _, c in parts for v in c)
-            full = False  # pieces are grouped by key set, not in env order
-            types = set(map(type, col))
-        m = masks.get(id(idx)) if len(parts) == 1 else None
-        if m is None:
-            m = np.zeros(num_envs, dtype=np.bool_)
-            m[idx] = True
-            if len(parts) == 1:
-                masks[id(idx)] = m
-        mask = m.copy()
-        t = types.pop() if len(types) == 1 else None
-        if t is dict:
-            sub: list[Any] = [None] * num_envs
-            for i, v in zip(idx, col):
-                sub[i] = v
-            out[k] = stack_infos(sub, num_envs)
-        elif t in _PRIMITIVE:
-            if full:
-                out[k] = np.array(col, dtype=_PRIMITIVE[t])
-            else:
-                arr = np.zeros(num_envs, dtype=_PRIMITIVE[t])
-                arr[idx] = col
-                out[k] = arr
-        else:
-            arr = np.empty(num_envs, dtype=object)
-            arr[idx] = np.fromiter(col, dtype=object, count=len(col))
-            out[k] = arr
-        out["_" + k] = mask
-    return out
+    return pieces
+
+
+def _stack_column(idx: list[int], col: tuple, full: bool, num_envs: int) -> Any:
+    """One key's values (``col``, of envs ``idx``) as a length-``num_envs`` array of their common primitive
+    dtype, a nested dict of arrays, or an object array."""
+    types = set(map(type, col))
+    t = types.pop() if len(types) == 1 else None
+    if t is dict:
+        sub: list[Any] = [None] * num_envs
+        for i, v in zip(idx, col):
+            sub[i] = v
+        return stack_infos(sub, num_envs)
+    if t in _PRIMITIVE:
+        if full:
+            return np.array(col, dtype=_PRIMITIVE[t])
+        arr = np.zeros(num_envs, dtype=_PRIMITIVE[t])
+        arr[idx] = col
+        return arr
+    arr = np.empty(num_envs, dtype=object)
+    arr[idx] = np.fromiter(col, dtype=object, count=len(col))
+    return arr
 
 
 def search_plans(envs: Sequence[SearchEnv], plans: Sequence[ParsedAction | None], retriever: Any,
