@@ -470,49 +470,20 @@ class Templater:
                 i += 1
                 continue
             is_num, is_month, is_year, pos = infos[i]
-            if active:
-                best = None
-                for idx in active:
-                    if t not in idx.starts:
-                        continue  # no name starts with this token (the common case)
-                    m = idx.match(toks, i)
-                    if m is not None and (best is None or m[0] > best[0]):
-                        best = m
-                if best is not None:
-                    end, slot = best
-                    # a lone month/year/number name is a date/number, not a title
-                    if not (end == i + 1 and (is_num or is_month)):
-                        out.append((_SLOT_TOKEN.get(slot) or f"<{slot}>", "PROPN"))
-                        i = end
-                        continue
-            # dates: month [day] [year] | day month [year] | year
-            if is_month and t != "may" or (t == "may" and i + 1 < n and infos[i + 1][0]):
-                j = i + 1
-                while j < n and j <= i + 2 and infos[j][0]:
-                    j += 1
+            best = _longest_name(active, toks, i) if active else None
+            # a lone month/year/number name is a date/number, not a title
+            if best is not None and not (best[0] == i + 1 and (is_num or is_month)):
+                out.append((_SLOT_TOKEN.get(best[1]) or f"<{best[1]}>", "PROPN"))
+                i = best[0]
+                continue
+            j = _date_end(toks, infos, i)
+            if j is not None:
                 out.append(("<DATE>", "NUM"))
                 i = j
                 continue
-            if is_num:
-                if i + 1 < n and infos[i + 1][1] and toks[i + 1] != "may":
-                    j = i + 2
-                    if j < n and infos[j][2]:
-                        j += 1
-                    out.append(("<DATE>", "NUM"))
-                    i = j
-                    continue
-                out.append(("<DATE>" if is_year else "<NUM>", "NUM"))
-                i += 1
-                continue
-            out.append((t, pos))
+            out.append((("<DATE>" if is_year else "<NUM>"), "NUM") if is_num else (t, pos))
             i += 1
-        # collapse consecutive identical slots ("<E> <E>" from adjacent names -> one slot)
-        merged: list[tuple[str, str]] = []
-        for tok, pos in out:
-            if merged and tok.startswith("<") and merged[-1][0] == tok:
-                continue
-            merged.append((tok, pos))
-        return merged
+        return _merge_adjacent_slots(out)
 
     def template(self, query: str, level: str = "slot", *, question: str | None = None,
                  retrieved_titles: Iterable[str] = ()) -> str:
@@ -684,3 +655,44 @@ def query_template(query: str, level: str = "slot", *, question: str | None = No
     titles = tuple(titles)
     tp = Templater(titles) if titles else _DEFAULT
     return tp.template(query, level, question=question, retrieved_titles=retrieved_titles)
+
+
+def _longest_name(active: list[_SpanIndex], toks: Sequence[str], i: int) -> tuple[int, str] | None:
+    """(end, slot) of the longest name in any of the ``active`` indexes that starts at token ``i``."""
+    best = None
+    for idx in active:
+        if toks[i] not in idx.starts:
+            continue  # no name starts with this token (the common case)
+        m = idx.match(toks, i)
+        if m is not None and (best is None or m[0] > best[0]):
+            best = m
+    return best
+
+
+def _date_end(toks: Sequence[str], infos: Sequence[Any], i: int) -> int | None:
+    """Where a date that starts at token ``i`` ends (month [day] [year] | day month [year]); None: no date
+    starts there (a lone number or year is left to the caller)."""
+    n = len(toks)
+    t = toks[i]
+    is_num, is_month = infos[i][0], infos[i][1]
+    if is_month and t != "may" or (t == "may" and i + 1 < n and infos[i + 1][0]):
+        j = i + 1
+        while j < n and j <= i + 2 and infos[j][0]:
+            j += 1
+        return j
+    if is_num and i + 1 < n and infos[i + 1][1] and toks[i + 1] != "may":
+        j = i + 2
+        if j < n and infos[j][2]:
+            j += 1
+        return j
+    return None
+
+
+def _merge_adjacent_slots(out: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Collapse consecutive identical slots ("<E> <E>" from adjacent names -> one slot)."""
+    merged: list[tuple[str, str]] = []
+    for tok, pos in out:
+        if merged and tok.startswith("<") and merged[-1][0] == tok:
+            continue
+        merged.append((tok, pos))
+    return merged
