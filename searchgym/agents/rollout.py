@@ -256,97 +256,124 @@ def _examples_of(vec: Any) -> list[Any] | None:
         return None
 
 
-def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, policy_step: int | None,
-                    emit: Callable[[list[Trajectory]], None]) -> None:
-    B = vec.num_envs
-    examples = _examples_of(vec)
-    if not examples:
-        raise ConfigError("the vector env does not expose its dataset (envs[0].examples); cannot pick questions")
+def _list_api(vec: Any) -> tuple[Callable[..., tuple], Callable[[list[Any]], tuple]]:
+    """``reset_lists`` / ``step_lists`` of ``vec``: its own, or the standard API with its infos unstacked (e.g.
+    RayVectorEnv)."""
     if hasattr(vec, "reset_lists") and hasattr(vec, "step_lists"):
-        reset_lists, step_lists = vec.reset_lists, vec.step_lists
-    else:  # e.g. RayVectorEnv: the standard API with stacked infos
-        def reset_lists(**kw: Any) -> tuple[list[str], list[dict[str, Any]]]:
-            o, inf = vec.reset(**kw)
-            return list(o), unstack_infos(inf, B)
+        return vec.reset_lists, vec.step_lists
+    B = vec.num_envs
 
-        def step_lists(actions: list[Any]) -> tuple:
-            o, r, te, tr, inf = vec.step(actions)
-            return list(o), r, te, tr, unstack_infos(inf, B)
-    order = _pick_questions(len(examples), n, seed)
-    jobs = [(qi, s) for qi in order for s in range(samples)]
-    jobs.reverse()  # pop() from the end keeps question order
-    name = _agent_name(agent)
-    if hasattr(vec, "set_agent"):
-        vec.set_agent(name, policy_step)
-    use_idx = _accepts_indices(agent)
-    slot_job: list[tuple[int, int] | None] = [None] * B
-    slot_episode: list[str | None] = [None] * B
-    by_episode: dict[str, tuple[int, int, list[dict[str, float]]]] = {}
-    obs: list[str] = [""] * B
-    infos: list[dict[str, Any]] = [{} for _ in range(B)]
-    counter = 0
+    def reset_lists(**kw: Any) -> tuple[list[str], list[dict[str, Any]]]:
+        o, inf = vec.reset(**kw)
+        return list(o), unstack_infos(inf, B)
 
-    def assign(free: list[int]) -> None:
-        nonlocal counter
-        mask = np.zeros(B, dtype=bool)
-        per_env: list[dict[str, Any] | None] = [None] * B
-        seeds: list[int | None] = [None] * B
+    def step_lists(actions: list[Any]) -> tuple:
+        o, r, te, tr, inf = vec.step(actions)
+        return list(o), r, te, tr, unstack_infos(inf, B)
+
+    return reset_lists, step_lists
+
+
+class _VectorRollout:
+    """Episodes of a vector env: each slot takes the next (question, sample) job when its episode ends; the
+    finished trajectories go to ``emit`` step by step."""
+
+    def __init__(self, agent: Any, vec: Any, n: int, samples: int, seed: int, policy_step: int | None,
+                 emit: Callable[[list[Trajectory]], None]) -> None:
+        self.agent, self.vec, self.seed, self.emit = agent, vec, seed, emit
+        self.B = B = vec.num_envs
+        self.examples = _examples_of(vec)
+        if not self.examples:
+            raise ConfigError("the vector env does not expose its dataset (envs[0].examples); cannot pick questions")
+        self.reset_lists, self.step_lists = _list_api(vec)
+        order = _pick_questions(len(self.examples), n, seed)
+        self.jobs = [(qi, s) for qi in order for s in range(samples)]
+        self.jobs.reverse()  # pop() from the end keeps question order
+        self.name = _agent_name(agent)
+        if hasattr(vec, "set_agent"):
+            vec.set_agent(self.name, policy_step)
+        self.use_idx = _accepts_indices(agent)
+        self.slot_job: list[tuple[int, int] | None] = [None] * B
+        self.slot_episode: list[str | None] = [None] * B
+        self.by_episode: dict[str, tuple[int, int, list[dict[str, float]]]] = {}
+        self.obs: list[str] = [""] * B
+        self.infos: list[dict[str, Any]] = [{} for _ in range(B)]
+        self.counter = 0
+
+    def run(self) -> None:
+        self.assign(list(range(self.B)))
+        while any(j is not None for j in self.slot_job):
+            finished = self.step()
+            if finished:
+                self.assign(finished)
+
+    def assign(self, free: list[int]) -> None:
+        """Give the free slots their next jobs and reset them (idle slots too, so they can be stepped with "")."""
+        mask = np.zeros(self.B, dtype=bool)
+        per_env: list[dict[str, Any] | None] = [None] * self.B
+        seeds: list[int | None] = [None] * self.B
         for i in free:
-            mask[i] = True  # idle slots are reset too (any question), so they can be stepped with ""
-            if not jobs:
-                slot_job[i] = None
-                slot_episode[i] = None
-                continue
-            qi, s = jobs.pop()
-            slot_job[i] = (qi, s)
             mask[i] = True
+            if not self.jobs:
+                self.slot_job[i] = None
+                self.slot_episode[i] = None
+                continue
+            qi, s = self.jobs.pop()
+            self.slot_job[i] = (qi, s)
             per_env[i] = {"index": qi}
-            seeds[i] = seed + counter
-            counter += 1
+            seeds[i] = self.seed + self.counter
+            self.counter += 1
         if not mask.any():
             return
-        agent.reset(list(free))
-        o, inf = reset_lists(seed=seeds, options={"reset_mask": mask, "per_env": per_env})
+        self.agent.reset(list(free))
+        o, inf = self.reset_lists(seed=seeds, options={"reset_mask": mask, "per_env": per_env})
         for i in np.flatnonzero(mask):
-            obs[i], infos[i] = o[i], dict(inf[i] or {})
-            if slot_job[i] is None:
+            self.obs[i], self.infos[i] = o[i], dict(inf[i] or {})
+            job = self.slot_job[i]
+            if job is None:
                 continue
-            ep = str(infos[i].get("episode_id"))
-            slot_episode[i] = ep
-            qi, s = slot_job[i]  # type: ignore[misc]
-            by_episode[ep] = (qi, s, [])
+            ep = str(self.infos[i].get("episode_id"))
+            self.slot_episode[i] = ep
+            self.by_episode[ep] = (job[0], job[1], [])
 
-    assign(list(range(B)))
-    while any(j is not None for j in slot_job):
-        active = [i for i in range(B) if slot_job[i] is not None]
-        ob = [obs[i] for i in active]
-        inf = [infos[i] for i in active]
-        acts = agent.act(ob, inf, indices=active) if use_idx else agent.act(ob, inf)
+    def step(self) -> list[int]:
+        """One step of every busy slot; emits the finished trajectories and returns the slots that ended."""
+        active = [i for i in range(self.B) if self.slot_job[i] is not None]
+        ob = [self.obs[i] for i in active]
+        inf = [self.infos[i] for i in active]
+        acts = self.agent.act(ob, inf, indices=active) if self.use_idx else self.agent.act(ob, inf)
         if len(acts) != len(active):
-            raise ConfigError(f"agent {name!r} returned {len(acts)} actions for {len(active)} observations")
-        stats = _step_stats(agent, len(active))
-        actions: list[Any] = [""] * B
+            raise ConfigError(f"agent {self.name!r} returned {len(acts)} actions for {len(active)} observations")
+        stats = _step_stats(self.agent, len(active))
+        actions: list[Any] = [""] * self.B
         for k, i in enumerate(active):
             actions[i] = acts[k]
             if stats is not None:
-                by_episode[slot_episode[i]][2].append(stats[k])  # type: ignore[index]
-        o, _r, te, tr, inf2 = step_lists(actions)
+                self.by_episode[self.slot_episode[i]][2].append(stats[k])  # type: ignore[index]
+        o, _r, te, tr, inf2 = self.step_lists(actions)
         finished: list[int] = []
-        for i in range(B):
-            obs[i], infos[i] = o[i], dict(inf2[i] or {})
+        for i in range(self.B):
+            self.obs[i], self.infos[i] = o[i], dict(inf2[i] or {})
             if te[i] or tr[i]:
                 finished.append(i)
+        self.emit(self._finished_records())
+        return finished
+
+    def _finished_records(self) -> list[Trajectory]:
         done = []
-        for t in vec.pop_finished_trajectories():
-            job = by_episode.pop(t.episode_id, None)
+        for t in self.vec.pop_finished_trajectories():
+            job = self.by_episode.pop(t.episode_id, None)
             if job is None:  # an idle slot's background episode
                 continue
             qi, s, st = job
-            done.append(_finish_record(t, agent=name, sample=s, supporting=examples[qi].supporting_ids,
+            done.append(_finish_record(t, agent=self.name, sample=s, supporting=self.examples[qi].supporting_ids,
                                        step_stats=st))
-        emit(done)
-        if finished:
-            assign(finished)
+        return done
+
+
+def _rollout_vector(agent: Any, vec: Any, n: int, samples: int, seed: int, policy_step: int | None,
+                    emit: Callable[[list[Trajectory]], None]) -> None:
+    _VectorRollout(agent, vec, n, samples, seed, policy_step, emit).run()
 
 
 def _info_step(action: str, info: dict[str, Any]) -> Step:
