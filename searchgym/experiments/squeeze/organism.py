@@ -20,8 +20,9 @@ Per arm, every figure is a mean over seeds with a 95% t-interval ``ci: [lo, hi]`
 ``softmax_entropy`` (mean per-question entropy of the policy's softmax), ``pooled_entropy`` (plug-in entropy of
 ``pooled_n`` sampled choices pooled over questions: rarefied to one n for every arm), both per family,
 ``mi_family_strategy`` (exact mutual information between the question's family and the chosen strategy),
-success per split and on the minority family, entropy on the questions the start solves vs fails, and
-``routing_share``: the share of seeds whose policy routes the held-out minority (success >= 0.5 there), with a
+``mi_minority_strategy`` (the same between "a minority question or not" and the strategy: the part of the MI
+that can come from routing the minority, as the majority families can also split among themselves), success
+per split and on the minority family, entropy on the questions the start solves vs fails, and the share of seeds whose policy routes the held-out minority (success >= 0.5 there), with a
 Wilson ``ci`` (a mean over a bimodal outcome hides the result).
 """
 
@@ -179,6 +180,13 @@ def measure(p: np.ndarray, em: np.ndarray, families: list[str], *, pooled_n: int
                   "success": float(succ[m].mean()), "shares": pf.mean(0).tolist()}
     out["per_family"] = per
     out["mi_family_strategy"] = max(0.0, float(mi))
+    if MINORITY in per and len(fams) > 2:
+        # the part of it that is the minority against the rest (the majority families may split among themselves)
+        m = fam == MINORITY
+        mi_m = _h(marg) - m.mean() * _h(p[m].mean(0)) - (~m).mean() * _h(p[~m].mean(0))
+        out["mi_minority_strategy"] = max(0.0, float(mi_m))
+    elif MINORITY in per:
+        out["mi_minority_strategy"] = out["mi_family_strategy"]
     if start_solved is not None:
         for name, m in (("start_solved", start_solved), ("start_failed", ~start_solved)):
             out[f"softmax_entropy_{name}"] = float(_row_h(p[m]).mean()) if m.any() else None
@@ -249,10 +257,11 @@ def _contextual_job(cfg: ContextualConfig, scfg: StrategyConfig, mixed: Outcomes
 
 
 def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | None = None,
-                   jobs: int | Executor = 1) -> dict[str, Any]:
+                   jobs: int | Executor = 1, per_seed: bool = False) -> dict[str, Any]:
     """SFT start + every arm x seed on the mixed train split; the summary's ``organism.contextual`` block.
     ``jobs`` > 1 (or a process pool) runs the seeds (and the outcome table's splits) in worker processes: the
-    same result."""
+    same result. ``per_seed``: also each arm's per-seed figures (:func:`seed_figures`; the budget sweep's MI
+    split and paired contrasts need them)."""
     import torch
 
     cfg = cfg or ContextualConfig()
@@ -267,10 +276,10 @@ def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | Non
         job = _contextual_job(cfg, scfg, mixed)
         entity = mixed.strategies.index("entity") if "entity" in mixed.strategies else None
         seeds = list(range(scfg.first_seed, scfg.first_seed + scfg.seeds))
-        per_seed = ordered_map(functools.partial(_contextual_seed, job), seeds, jobs, scfg.threads)
-        arms = {arm: _arm_block([evs[i] for _, evs in per_seed], mixed.strategies, entity)
+        per_seed_evs = ordered_map(functools.partial(_contextual_seed, job), seeds, jobs, scfg.threads)
+        arms = {arm: _arm_block([evs[i] for _, evs in per_seed_evs], mixed.strategies, entity)
                 for i, arm in enumerate(cfg.arms)}
-        start_block = _arm_block([ev for ev, _ in per_seed], mixed.strategies, entity)
+        start_block = _arm_block([ev for ev, _ in per_seed_evs], mixed.strategies, entity)
         splits = job.splits
         res = {"config": {**asdict(cfg), "arms": list(cfg.arms)}, "split": info, "strategies": list(mixed.strategies),
                "majority_strategy": mixed.strategies[job.ctx.majority], "minority_strategy": "entity",
@@ -280,10 +289,24 @@ def run_contextual(cfg: ContextualConfig | None = None, outcomes: Outcomes | Non
                "critiques": list(CRITIQUES), "seeds": len(seeds), "steps": scfg.steps, "lr": scfg.lr,
                "start": start_block, "arms": arms}
         res["findings"] = contextual_findings(res)
+        if per_seed:
+            res["per_seed"] = {arm: [seed_figures(evs[i]) for _, evs in per_seed_evs]
+                               for i, arm in enumerate(cfg.arms)}
         res["seconds"] = time.perf_counter() - t0
         return res
     finally:
         torch.set_num_threads(threads)
+
+
+def seed_figures(ev: dict[str, Any]) -> dict[str, Any]:
+    """One seed's headline figures from its evaluation: whether it routes, softmax entropy (all train questions
+    and the minority's) and MI on train, success on the held-out minority and on test."""
+    tr = ev["train"]
+    return {"routes": bool(ev["routes"]), "softmax_entropy": tr["softmax_entropy"],
+            "mi_family_strategy": tr["mi_family_strategy"], "mi_minority_strategy": tr.get("mi_minority_strategy"),
+            "train_success": tr["success"],
+            "minority_softmax_entropy": tr["per_family"].get(MINORITY, {}).get("softmax_entropy"),
+            "minority_heldout_success": ev["minority_heldout"]["success"], "test_success": ev["test"]["success"]}
 
 
 def _arm_block(evs: list[dict[str, Any]], strategies: tuple[str, ...], entity: int | None) -> dict[str, Any]:
@@ -305,6 +328,7 @@ def _arm_block(evs: list[dict[str, Any]], strategies: tuple[str, ...], entity: i
         "pooled_entropy": ms([t["pooled_entropy"] for t in tr]),
         "marginal_entropy": ms([t["marginal_entropy"] for t in tr]),
         "mi_family_strategy": ms([t["mi_family_strategy"] for t in tr]),
+        "mi_minority_strategy": ms([t.get("mi_minority_strategy") for t in tr]),
         "per_family": {f: {key: ms([t["per_family"][f][key] for t in tr])
                            for key in ("softmax_entropy", "pooled_entropy", "success")} for f in fams},
         "train_success": ms([t["success"] for t in tr]),
@@ -400,4 +424,4 @@ def contextual_sentences(res: dict[str, Any]) -> list[str]:
 
 __all__ = ["CRITIQUES", "DEFAULT_ARMS", "MINORITY", "ContextualConfig", "contextual_findings",
            "contextual_sentences", "contextual_table", "measure", "mixed_outcomes", "pooled_entropy",
-           "run_contextual"]
+           "run_contextual", "seed_figures"]

@@ -32,6 +32,9 @@ grpo_majority      positive control: GRPO on a reward that pays only ``majority`
 grpo_critique      Critique-GRPO: a failed choice gets the env's critique as an input cue (which one: the
                    question's ``critique`` kind, e.g. "the subject is a nickname never resolved") and one
                    refinement choice; both enter the group (needs ``Outcomes.critique`` and critique inputs)
+supervised         the learnability control: cross-entropy on the best strategy of each sampled question (the
+                   outcome table's label, see :func:`best_labels`), the same questions and optimizer steps as an
+                   RL step; no sampling, no reward: can these features and this policy class learn the routing?
 =================  =================================================================================
 
 Caveat: ``random`` draws its words from a seeded RNG; its outcome is the one of seed 0 (so it is treated as
@@ -58,7 +61,7 @@ from searchgym.experiments.squeeze.parallel import ordered_map
 ARMS = ("sft", "grpo", "grpo_kl", "grpo_ent", "grpo_clipcov", "grpo_klcov", "grpo_count", "grpo_darling",
         "grpo_sft_refresh")
 # Arms of the contextual organism (issue 21 §2, §4, §6), runnable here too:
-EXTRA_ARMS = ("rs_sft", "grpo_majority", "grpo_critique")
+EXTRA_ARMS = ("rs_sft", "grpo_majority", "grpo_critique", "supervised")  # appended: ALL_ARMS.index seeds the arms
 ALL_ARMS = ARMS + EXTRA_ARMS
 REGULARISED = ("grpo_kl", "grpo_ent", "grpo_klcov")  # arms with a term that acts on every sampled choice
 EVAL_SPLITS = ("train", "test", "shift_phrasing", "shift_family", "shift_type", "shift_strategy")
@@ -500,6 +503,31 @@ def _rs_sft_step(st: _ArmRun, xb: Any, qidx: np.ndarray) -> None:
             st.n_updates += 1
 
 
+def best_labels(em: np.ndarray, prefer: int = 0) -> np.ndarray:
+    """The best strategy of each question from its outcome row: a strategy that solves it, ``prefer`` (the
+    majority strategy) when that one does, else the solving strategy with the highest success over all
+    questions; -1 where none solves it (left out of the supervised loss)."""
+    rank = em.mean(0) + 2.0 * (np.arange(em.shape[1]) == prefer)  # ties between solvers go to the higher rank
+    best = np.argmax(np.where(em > 0, rank[None, :], -np.inf), axis=1)
+    return np.where((em > 0).any(1), best, -1)
+
+
+def _supervised_step(st: _ArmRun, xb: Any, qidx: np.ndarray) -> None:
+    """The supervised routing fit: cross-entropy on the outcome table's best strategy of each row (an RL step's
+    rows and optimizer steps; rows no strategy solves are left out)."""
+    import torch
+
+    cfg, ctx = st.ctx.cfg, st.ctx
+    t = torch.from_numpy(best_labels(ctx.em["train"], ctx.majority)[qidx])
+    ok = t >= 0
+    xs, ts = xb[ok], t[ok]
+    st.ctl["tokens"] += float(ok.sum())
+    for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
+        if len(tm):
+            _sft_steps(st.policy, st.opt, xm, tm, 1)
+            st.n_updates += 1
+
+
 def _rl_batch(st: _ArmRun, xb: Any, qidx: np.ndarray) -> tuple[Any, Any, Any, Any, Any]:
     """Sample one choice per row, reward (and shape) it, group advantages; returns
     ``(xb, actions, old log-probs, advantages, keep)`` (Critique-GRPO: with its refinements)."""
@@ -625,6 +653,8 @@ def train_arm(ctx: _Ctx, arm: str, seed: int, start: Any) -> tuple[Any, list[dic
             _continued_sft_step(st, xb)
         elif arm == "rs_sft":
             _rs_sft_step(st, xb, qidx)
+        elif arm == "supervised":
+            _supervised_step(st, xb, qidx)
         else:
             _rl_step(st, step, xb, qidx)
         if step % cfg.eval_every == 0 or step == cfg.steps:
@@ -750,6 +780,7 @@ __all__ = [
     "Featurizer",
     "Outcomes",
     "StrategyConfig",
+    "best_labels",
     "compute_outcomes",
     "eval_splits",
     "mean_ci",
