@@ -53,3 +53,27 @@ def test_a_control_on_the_other_side_is_not_rl_s():
     other = {"diff": 0.2, "ci": [0.1, 0.3]}
     assert rl_specific_verdict(same, {"rs_sft": same, "grpo_shuffled": same}) == "rl_specific"
     assert rl_specific_verdict(same, {"rs_sft": same, "grpo_shuffled": other}) == "not_rl_specific"
+
+
+def test_the_headline_says_per_controls_run_whether_the_change_is_rl_s(tmp_path):
+    import json
+
+    import pytest
+
+    from searchgym.errors import ConfigError
+    from searchgym.experiments.squeeze.endpoints import load_controls
+    from searchgym.experiments.squeeze.report import _controls_clause
+
+    assert "Not yet compared" in _controls_clause({})
+    run = tmp_path / "controls"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({"world": {"seed": 0}, "config": {"seeds": 4}}))
+    with pytest.raises(ConfigError, match="rs_sft,grpo_shuffled"):
+        load_controls([str(run)])
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_controls([str(tmp_path / "missing")])
+    rs = rl_specific_block(_arms([1.40, 1.41, 1.42, 1.43]))
+    (run / "summary.json").write_text(json.dumps({"world": {"seed": 0}, "config": {"seeds": 4}, "rl_specific": rs}))
+    clause = _controls_clause({"controls": load_controls([str(run)])})
+    assert "on world 0 (4 seeds): strategy entropy not RL's" in clause
+    assert "`shift_homonym` no change" in clause and "template entropy unknown" in clause

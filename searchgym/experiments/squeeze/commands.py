@@ -85,6 +85,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                           "other world seeds (`--world-seed N --out DIR`): the "
                                                           "results also pool every RL arm − continued SFT over "
                                                           "OUT and these worlds (OUT/worlds.json)."),
+        controls: str = typer.Option(None, "--controls", help="With --worlds: comma-separated run directories "
+                                                              "with the control arms (--arms sft,grpo,rs_sft,"
+                                                              "grpo_shuffled): the summary says per world whether "
+                                                              "GRPO's changes are RL's."),
         readme: str = typer.Option(None, "--readme", help="Also write a <= 8-line summary into this README "
                                                           "(between its HEADLINE markers) and the full results "
                                                           "into the docs page (--docs)."),
@@ -107,7 +111,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             if not p.exists():
                 console.print(f"[red]no {p}: run `searchgym squeeze --out {out}` first[/red]")
                 raise typer.Exit(2)
-            block = _pool_worlds(out, worlds, console)
+            block = _pool_worlds(out, worlds, console, controls)
             text = sq.headline(p, block)
             typer.echo(text)
             _update_readme(readme, docs, sq.short_headline(p, block), text, console)
@@ -142,7 +146,7 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
             raise typer.Exit(2) from e
         if only_start:
             return
-        block = _pool_worlds(out, worlds, console)
+        block = _pool_worlds(out, worlds, console, controls)
         text = sq.headline(summary, block)
         typer.echo(text)
         _update_readme(readme, docs, sq.short_headline(summary, block), text, console)
@@ -154,9 +158,12 @@ def _check_out(out: Path, *, resume: bool, overwrite: bool) -> None:
     check_out_dir(out, resume=resume, overwrite=overwrite)
 
 
-def _pool_worlds(out: Path, worlds: str | None, console: Any) -> dict[str, Any] | None:
-    """With ``--worlds``: OUT's run and the listed runs pooled over world seeds, written to OUT/worlds.json."""
+def _pool_worlds(out: Path, worlds: str | None, console: Any, controls: str | None = None) -> dict[str, Any] | None:
+    """With ``--worlds``: OUT's run and the listed runs pooled over world seeds, written to OUT/worlds.json (with
+    ``controls``: the controls runs' ``rl_specific`` blocks under ``controls``)."""
     if not worlds:
+        if controls:
+            console.print("[yellow]warning: --controls is read only with --worlds; ignored[/yellow]")
         return None
     import json
     import warnings
@@ -169,6 +176,10 @@ def _pool_worlds(out: Path, worlds: str | None, console: Any) -> dict[str, Any] 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]))
+            if controls:
+                from searchgym.experiments.squeeze.endpoints import load_controls
+
+                block["controls"] = load_controls([c.strip() for c in controls.split(",") if c.strip()])
     except SearchGymError as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from e

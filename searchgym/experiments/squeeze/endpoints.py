@@ -177,3 +177,26 @@ def rl_specific_block(arms: dict[str, Any], arm: str = "grpo") -> dict[str, Any]
         controls = {c: vs[c] for c in RL_CONTROLS}
         out[key] = {"vs_" + k: v for k, v in vs.items()} | {"verdict": rl_specific_verdict(vs["sft"], controls)}
     return {"arm": arm, "controls": list(RL_CONTROLS), "endpoints": out}
+
+
+def load_controls(dirs: list[str]) -> list[dict[str, Any]]:
+    """The ``rl_specific`` blocks of runs that carry the controls (``--controls DIR,...``): per run its world seed,
+    seeds per arm and the block. A run without the block is an error that says which arms it needs."""
+    import json
+    from pathlib import Path
+
+    from searchgym.errors import ConfigError
+
+    out = []
+    for d in dirs:
+        p = Path(d) / "summary.json"
+        try:
+            s = json.loads(p.read_text())
+        except (OSError, ValueError) as e:
+            raise ConfigError(f"--controls {d}: cannot read {p}: {e}") from e
+        if not s.get("rl_specific"):
+            raise ConfigError(f"--controls {d}: its summary has no rl_specific block; run it with --arms "
+                              f"sft,grpo,{','.join(RL_CONTROLS)}")
+        out.append({"run": str(d), "world": (s.get("world") or {}).get("seed"),
+                    "seeds": (s.get("config") or {}).get("seeds"), "rl_specific": s["rl_specific"]})
+    return out

@@ -427,9 +427,32 @@ def random_effects_short(worlds: dict[str, Any], summary: dict[str, Any]) -> lis
     if sh:
         out.append(f"- `shift_homonym` (the one shift split whose start is above 0.2{floor}): {_re(sh)}: "
                    + ("a cost." if _shown(sh) and sh["estimate"] < 0 else "no cost shown under random effects.")
-                   + " Not yet compared with rejection-sampling SFT or shuffled-reward GRPO, so no squeeze here "
-                     "is shown to be RL's.")
+                   + _controls_clause(worlds))
     return out
+
+
+_CLAUSE_WORDS = {"rl_specific": "RL's", "not_rl_specific": "not RL's", "no_change": "no change",
+                 "unknown": "unknown"}
+
+
+def _controls_clause(worlds: dict[str, Any]) -> str:
+    """The headline's word on the controls: per controls run (``--controls``), whether GRPO's change in the primary
+    endpoint, template entropy and ``shift_homonym`` is RL's (endpoints.rl_specific_verdict)."""
+    runs = worlds.get("controls") or []
+    if not runs:
+        return (" Not yet compared with rejection-sampling SFT or shuffled-reward GRPO, so no squeeze here is "
+                "shown to be RL's.")
+    parts = []
+    for c in runs:
+        e = c["rl_specific"]["endpoints"]
+
+        def v(key: str, e: dict[str, Any] = e) -> str:
+            return _CLAUSE_WORDS.get((e.get(key) or {}).get("verdict", "unknown"), "unknown")
+
+        parts.append(f"on world {c['world']} ({c['seeds']} seeds): strategy entropy {v('strategy_entropy_rarefied')}, "
+                     f"template entropy {v('slot_entropy')}, `shift_homonym` {v('shift:shift_homonym')}")
+    return (" Against rejection-sampling SFT and shuffled-reward GRPO " + "; ".join(parts)
+            + " (RL's: GRPO differs from all three arms on the same side).")
 
 
 def _copy_rates(worlds: dict[str, Any]) -> str:
