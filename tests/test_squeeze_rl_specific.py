@@ -36,7 +36,7 @@ def test_a_drop_rejection_sampling_sft_shares_is_not_rl_s():
     assert rs is not None
     assert rs["endpoints"]["strategy_entropy_rarefied"]["verdict"] == "not_rl_specific"
     table = "\n".join(rl_specific_table({"rl_specific": rs}))
-    assert "| `strategy_entropy_rarefied` | -0.200" in table and "no: a control differs" in table
+    assert "| `strategy_entropy_rarefied` | -0.200" in table and "no: a control moves as far" in table
 
 
 def test_without_a_control_or_with_one_seed_there_is_no_verdict():

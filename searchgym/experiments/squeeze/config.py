@@ -147,17 +147,17 @@ class SqueezeConfig:
             raise ConfigError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
         if name == "quick":
             # the default world and model recipe (so the shipped start fits); the strategy policy and the organism
-            # with 6 seeds (enough for an interval), and an LM block that is a pipeline check: two 1-seed arms of 6
+            # with 6 seeds (enough for an interval), and an LM block that is a pipeline check: two 1-seed arms of 4
             # steps, one per arm worker, on small evaluation pools (docs/squeeze.md "Timings of the quick runs")
             base = cls(quick=True, seeds=1, arms=("sft", "grpo"), start_from="shipped", arm_demo_passes=1,
                        arm_demo_questions=800,
-                       rl=RLArgs(total_steps=6, prompts_per_step=4, group_size=8, learning_rate=5e-4,
+                       rl=RLArgs(total_steps=4, prompts_per_step=4, group_size=8, learning_rate=5e-4,
                                  max_new_tokens=20, micro_batch_size=32, checkpoint_every=10, max_context=1024),
                        eval_questions=16, eval_shift_questions=8, eval_samples=2, strategy_seeds=10, strategy_steps=30,
                        contextual_seeds=10, contextual_steps=30,
                        contextual_arms=("sft", "rs_sft", "grpo", "grpo_critique", "grpo_majority"), passk_max=16,
-                       passk_questions=4, passk_splits=("test",),
-                       # sft_kl as a pipeline check: at 6 steps GRPO's KL reaches ~0.18 and continued SFT's only
+                       passk_questions=2, passk_splits=("test",),
+                       # sft_kl as a pipeline check: at 6 quick steps GRPO's KL reached ~0.18 and continued SFT's only
                        # ~0.11 after 18, so 3x the steps buy no match, only ~90 s of `--arms all`
                        sft_kl_max_factor=1)
         elif name == "long":

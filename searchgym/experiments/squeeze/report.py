@@ -270,7 +270,7 @@ def endpoints_table(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-_VERDICT_WORDS = {"rl_specific": "**yes**", "not_rl_specific": "no: a control differs less or not at all",
+_VERDICT_WORDS = {"rl_specific": "**yes**", "not_rl_specific": "no: a control moves as far",
                   "no_change": "no change vs continued SFT", "unknown": "– (under 2 seeds)"}
 
 
@@ -287,7 +287,7 @@ def rl_specific_table(summary: dict[str, Any]) -> list[str]:
     rs = summary.get("rl_specific")
     if not rs or not rs.get("endpoints"):
         return []
-    lines = [("Is it RL's? GRPO − each arm per endpoint (mean difference [95% Welch CI over seeds]); a change is RL's "
+    lines = [("**Is it RL's?** GRPO − each arm per endpoint (mean difference [95% Welch CI over seeds]); a change is RL's "
              "only where GRPO differs from continued SFT, rejection-sampling SFT and shuffled-reward GRPO, all on the "
              "same side:"), "",
              "| endpoint | − continued SFT | − rejection-sampling SFT | − shuffled-reward GRPO | RL's? |",
