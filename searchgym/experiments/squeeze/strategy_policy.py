@@ -495,9 +495,16 @@ def _rs_sft_step(st: _ArmRun, xb: Any, qidx: np.ndarray) -> None:
     with torch.no_grad():
         acts_t = torch.multinomial(torch.softmax(st.policy(xb), -1), 1, generator=st.gen).squeeze(1)
     ok = torch.from_numpy(st.ctx.em["train"][qidx, acts_t.numpy()] > 0)
-    xs, ts = xb[ok], acts_t[ok]
-    st.ctl["tokens"] += float(ok.sum())
-    for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
+    _sft_on_kept(st, xb[ok], acts_t[ok], cfg.num_minibatches)
+
+
+def _sft_on_kept(st: _ArmRun, xs: Any, ts: Any, minibatches: int) -> None:
+    """Cross-entropy on the kept rows ``xs`` toward ``ts``, in ``minibatches`` optimizer steps (an empty one is
+    skipped); counts the rows as the arm's tokens."""
+    import torch
+
+    st.ctl["tokens"] += float(len(ts))
+    for xm, tm in zip(torch.tensor_split(xs, minibatches), torch.tensor_split(ts, minibatches)):
         if len(tm):
             _sft_steps(st.policy, st.opt, xm, tm, 1)
             st.n_updates += 1
@@ -520,12 +527,7 @@ def _supervised_step(st: _ArmRun, xb: Any, qidx: np.ndarray) -> None:
     cfg, ctx = st.ctx.cfg, st.ctx
     t = torch.from_numpy(best_labels(ctx.em["train"], ctx.majority)[qidx])
     ok = t >= 0
-    xs, ts = xb[ok], t[ok]
-    st.ctl["tokens"] += float(ok.sum())
-    for xm, tm in zip(torch.tensor_split(xs, cfg.num_minibatches), torch.tensor_split(ts, cfg.num_minibatches)):
-        if len(tm):
-            _sft_steps(st.policy, st.opt, xm, tm, 1)
-            st.n_updates += 1
+    _sft_on_kept(st, xb[ok], t[ok], cfg.num_minibatches)
 
 
 def _rl_batch(st: _ArmRun, xb: Any, qidx: np.ndarray) -> tuple[Any, Any, Any, Any, Any]:
