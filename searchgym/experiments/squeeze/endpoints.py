@@ -137,12 +137,6 @@ RL_SPECIFIC_KEYS = ("strategy_entropy_rarefied", "slot_entropy", "template_entro
                     "template_entropy_rarefied_no_copy", "copy_rate", "train_success", "test_success")
 
 
-def _seed_values(block: dict[str, Any], key: str) -> list[float]:
-    if key.startswith("shift:"):
-        return list(((block.get("shift") or {}).get(key[6:]) or {}).get("values") or [])
-    return list((block.get(key) or {}).get("values") or [])
-
-
 def rl_specific_verdict(vs_sft: dict[str, Any], vs_controls: dict[str, dict[str, Any]]) -> str:
     """``rl_specific``: GRPO differs from continued SFT and from every control, each interval excluding 0 on the
     same side; ``not_rl_specific``: it differs from continued SFT but not so from some control; ``no_change``: it
@@ -162,20 +156,18 @@ def rl_specific_block(arms: dict[str, Any], arm: str = "grpo") -> dict[str, Any]
     """GRPO against continued SFT and against each of :data:`RL_CONTROLS` on the endpoints and every shift split
     (Welch intervals over seeds), with :func:`rl_specific_verdict` per endpoint. None when the run lacks GRPO,
     continued SFT or a control."""
-    from searchgym.experiments.squeeze.stats import diff_ci, margin_for
+    from searchgym.experiments.squeeze.stats import contrast, seed_values
 
     if any(a not in arms for a in (arm, "sft", *RL_CONTROLS)):
         return None
-    keys = [*RL_SPECIFIC_KEYS, *(f"shift:{sp}" for sp in (arms[arm].get("shift") or {}))]
+    vs = {other: contrast(arms[arm], arms[other], RL_SPECIFIC_KEYS) for other in ("sft", *RL_CONTROLS)}
     out: dict[str, Any] = {}
-    for key in keys:
-        g = _seed_values(arms[arm], key)
-        if not g:
+    for key in vs["sft"]:
+        if not seed_values(arms[arm], key):
             continue
-        vs = {other: diff_ci(g, _seed_values(arms[other], key), margin=margin_for(key))
-              for other in ("sft", *RL_CONTROLS)}
-        controls = {c: vs[c] for c in RL_CONTROLS}
-        out[key] = {"vs_" + k: v for k, v in vs.items()} | {"verdict": rl_specific_verdict(vs["sft"], controls)}
+        controls = {c: vs[c][key] for c in RL_CONTROLS}
+        out[key] = {"vs_" + k: v[key] for k, v in vs.items()} | {"verdict": rl_specific_verdict(vs["sft"][key],
+                                                                                               controls)}
     return {"arm": arm, "controls": list(RL_CONTROLS), "endpoints": out}
 
 

@@ -22,7 +22,8 @@ Per arm, every figure is a mean over seeds with a 95% t-interval ``ci: [lo, hi]`
 ``mi_family_strategy`` (exact mutual information between the question's family and the chosen strategy),
 ``mi_minority_strategy`` (the same between "a minority question or not" and the strategy: the part of the MI
 that can come from routing the minority, as the majority families can also split among themselves), success
-per split and on the minority family, entropy on the questions the start solves vs fails, and the share of seeds whose policy routes the held-out minority (success >= 0.5 there), with a
+per split and on the minority family, entropy on the questions the start solves vs fails, and
+``routing_share``: the share of seeds whose policy routes the held-out minority (success >= 0.5 there), with a
 Wilson ``ci`` (a mean over a bimodal outcome hides the result).
 """
 

@@ -89,22 +89,30 @@ COMPARED = (("test_success", "test success"), ("strategy_entropy", "strategy ent
             ("well_formed_slot_entropy", "template entropy, well-formed queries"))
 
 
+def seed_values(block: dict[str, Any], key: str) -> list[float]:
+    """An arm's per-seed values of ``key``; ``shift:SPLIT`` reads that shift split's success."""
+    if key.startswith("shift:"):
+        return list(((block.get("shift") or {}).get(key[6:]) or {}).get("values") or [])
+    return list((block.get(key) or {}).get("values") or [])
+
+
+def contrast(a: dict[str, Any], b: dict[str, Any], keys: tuple[str, ...] | list[str]) -> dict[str, dict[str, Any]]:
+    """Arm ``a`` − arm ``b`` over seeds (:func:`diff_ci`, with the stated margin) on each of ``keys`` and on each of
+    ``a``'s shift splits (``shift:SPLIT``)."""
+    return {key: diff_ci(seed_values(a, key), seed_values(b, key), margin=margin_for(key))
+            for key in (*keys, *(f"shift:{split}" for split in (a.get("shift") or {})))}
+
+
 def comparisons(arms: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every RL arm against continued SFT on the compared figures and each shift split's success, from per-seed
     values; each with its equivalence verdict against the stated margin, the shift splits Holm-corrected."""
     if "sft" not in arms:
         return {}
     out: dict[str, dict[str, Any]] = {}
-    sft = arms["sft"]
     for arm, b in arms.items():
         if arm == "sft":
             continue
-        row = {key: diff_ci((b.get(key) or {}).get("values", []), (sft.get(key) or {}).get("values", []),
-                            margin=margin_for(key))
-               for key, _ in COMPARED}
-        for split, ms in (b.get("shift") or {}).items():
-            row[f"shift:{split}"] = diff_ci(ms.get("values", []), ((sft.get("shift") or {}).get(split) or {})
-                                            .get("values", []), margin=margin_for("success"))
+        row = contrast(b, arms["sft"], [key for key, _ in COMPARED])
         # Holm across this arm's per-split comparisons (several shift splits = several tests)
         holm_into([row[k] for k in row if k.startswith("shift:")])
         out[f"{arm}_vs_sft"] = row
