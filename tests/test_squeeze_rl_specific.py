@@ -61,7 +61,7 @@ def test_the_headline_says_per_controls_run_whether_the_change_is_rl_s(tmp_path)
     import pytest
 
     from searchgym.errors import ConfigError
-    from searchgym.experiments.squeeze.endpoints import load_controls
+    from searchgym.experiments.squeeze.endpoints import controls_blocks
     from searchgym.experiments.squeeze.report import _controls_clause
 
     assert "Not yet compared" in _controls_clause({})
@@ -69,11 +69,54 @@ def test_the_headline_says_per_controls_run_whether_the_change_is_rl_s(tmp_path)
     run.mkdir()
     (run / "summary.json").write_text(json.dumps({"world": {"seed": 0}, "config": {"seeds": 4}}))
     with pytest.raises(ConfigError, match="rs_sft,grpo_shuffled"):
-        load_controls([str(run)])
+        controls_blocks([str(run)])
     with pytest.raises(ConfigError, match="cannot read"):
-        load_controls([str(tmp_path / "missing")])
+        controls_blocks([str(tmp_path / "missing")])
     rs = rl_specific_block(_arms([1.40, 1.41, 1.42, 1.43]))
     (run / "summary.json").write_text(json.dumps({"world": {"seed": 0}, "config": {"seeds": 4}, "rl_specific": rs}))
-    clause = _controls_clause({"controls": load_controls([str(run)])})
+    block = controls_blocks([str(run)])
+    assert block["controls_random_effects"] is None  # one world: no random effects
+    clause = _controls_clause(block)
     assert "on world 0 (4 seeds): strategy entropy not RL's" in clause
     assert "`shift_homonym` no change" in clause and "template entropy unknown" in clause
+
+
+def _world(seed: int, rs_entropy: list[float], shift: float) -> dict:
+    arms = _arms(rs_entropy)
+    for a in arms.values():  # each world its own level: the random effects must difference it away
+        a["strategy_entropy_rarefied"]["values"] = [x + shift for x in a["strategy_entropy_rarefied"]["values"]]
+    return {"config": {"world_seed": seed, "seeds": 4}, "world": {"seed": seed}, "arms": arms,
+            "rl_specific": rl_specific_block(arms)}
+
+
+def test_the_controls_rule_with_worlds_as_random_effects(tmp_path):
+    """Three worlds where GRPO drops strategy entropy and rejection-sampling SFT does not: RL's under random
+    effects, and the headline and the docs table say so; where rejection-sampling SFT drops as far on one
+    world and not on the others, the pooled interval cannot call it RL's."""
+    import json
+
+    from searchgym.experiments.squeeze.endpoints import controls_blocks, rl_specific_random_effects
+    from searchgym.experiments.squeeze.report import _controls_clause, rl_specific_random_effects_table
+
+    runs = []
+    for w, shift in ((0, 0.0), (1, 0.3), (5, -0.2)):
+        d = tmp_path / f"w{w}"
+        d.mkdir()
+        (d / "summary.json").write_text(json.dumps(_world(w, [1.60, 1.61, 1.62, 1.60], shift)))
+        runs.append(str(d))
+    block = controls_blocks(runs)
+    re_ = block["controls_random_effects"]
+    assert re_["worlds"] == [0, 1, 5] and re_["k_worlds"] == 3
+    e = re_["endpoints"]["strategy_entropy_rarefied"]
+    assert abs(e["vs_sft"]["diff"] + 0.2) < 1e-9 and e["vs_sft"]["k"] == 3
+    assert e["verdict"] == "rl_specific"
+    assert re_["endpoints"]["train_success"]["verdict"] == "no_change"
+    clause = _controls_clause(block)
+    assert "worlds 0, 1, 5 as random effects: strategy entropy RL's" in clause
+    table = "\n".join(rl_specific_random_effects_table(block))
+    assert "t on 2 df" in table and "| `strategy_entropy_rarefied` | -0.200 [" in table
+
+    mixed = [_world(0, [1.40, 1.41, 1.42, 1.43], 0.0), _world(1, [1.60, 1.61, 1.62, 1.60], 0.0),
+             _world(5, [1.62, 1.60, 1.61, 1.61], 0.0)]
+    assert rl_specific_random_effects(mixed)["endpoints"]["strategy_entropy_rarefied"]["verdict"] == "not_rl_specific"
+    assert rl_specific_random_effects(mixed[:1]) is None

@@ -177,9 +177,9 @@ def _pool_worlds(out: Path, worlds: str | None, console: Any, controls: str | No
             warnings.simplefilter("always")
             block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]))
             if controls:
-                from searchgym.experiments.squeeze.endpoints import load_controls
+                from searchgym.experiments.squeeze.endpoints import controls_blocks
 
-                block["controls"] = load_controls([c.strip() for c in controls.split(",") if c.strip()])
+                block.update(controls_blocks([c.strip() for c in controls.split(",") if c.strip()]))
     except SearchGymError as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from e

@@ -171,9 +171,9 @@ def rl_specific_block(arms: dict[str, Any], arm: str = "grpo") -> dict[str, Any]
     return {"arm": arm, "controls": list(RL_CONTROLS), "endpoints": out}
 
 
-def load_controls(dirs: list[str]) -> list[dict[str, Any]]:
-    """The ``rl_specific`` blocks of runs that carry the controls (``--controls DIR,...``): per run its world seed,
-    seeds per arm and the block. A run without the block is an error that says which arms it needs."""
+def read_controls(dirs: list[str]) -> list[dict[str, Any]]:
+    """The summaries of runs that carry the controls (``--controls DIR,...``). A run without the ``rl_specific``
+    block is an error that says which arms it needs."""
     import json
     from pathlib import Path
 
@@ -189,6 +189,46 @@ def load_controls(dirs: list[str]) -> list[dict[str, Any]]:
         if not s.get("rl_specific"):
             raise ConfigError(f"--controls {d}: its summary has no rl_specific block; run it with --arms "
                               f"sft,grpo,{','.join(RL_CONTROLS)}")
-        out.append({"run": str(d), "world": (s.get("world") or {}).get("seed"),
-                    "seeds": (s.get("config") or {}).get("seeds"), "rl_specific": s["rl_specific"]})
+        out.append(s)
     return out
+
+
+def controls_blocks(dirs: list[str]) -> dict[str, Any]:
+    """worlds.json's ``controls`` (per controls run: its directory, world seed, seeds per arm and ``rl_specific``
+    block) and ``controls_random_effects`` (:func:`rl_specific_random_effects` over those runs; None under two
+    worlds)."""
+    summaries = read_controls(dirs)
+    runs = [{"run": str(d), "world": (s.get("world") or {}).get("seed"), "seeds": (s.get("config") or {}).get("seeds"),
+             "rl_specific": s["rl_specific"]} for d, s in zip(dirs, summaries)]
+    return {"controls": runs, "controls_random_effects": rl_specific_random_effects(summaries)}
+
+
+def rl_specific_random_effects(summaries: list[dict[str, Any]], arm: str = "grpo") -> dict[str, Any] | None:
+    """:func:`rl_specific_block` with the controls runs' worlds as random effects: per endpoint (and shift split),
+    GRPO − continued SFT and GRPO − each control pooled over the worlds (DerSimonian–Laird, t on k − 1 df;
+    :func:`~searchgym.experiments.squeeze.random_effects.random_effects_block`), and the verdict of
+    :func:`rl_specific_verdict` on those intervals. None with fewer than two worlds."""
+    from searchgym.experiments.squeeze.random_effects import random_effects_block
+
+    worlds = sorted({int((s.get("config") or {}).get("world_seed") or 0) for s in summaries})
+    if len(worlds) < 2:
+        return None
+    splits = sorted({sp for s in summaries for sp in ((s["arms"].get(arm) or {}).get("shift") or {})})
+    keys = tuple((k, k) for k in (*RL_SPECIFIC_KEYS, *(f"shift:{sp}" for sp in splits)))
+    vs = {base: random_effects_block(summaries, arm, base, keys) for base in ("sft", *RL_CONTROLS)}
+    out: dict[str, Any] = {}
+    for key, _ in keys:
+        cells = {base: _re_cell(vs[base]["endpoints"][key]) for base in vs}
+        if cells["sft"]["diff"] is None:
+            continue
+        out[key] = {"vs_" + b: c for b, c in cells.items()} | {
+            "verdict": rl_specific_verdict(cells["sft"], {c: cells[c] for c in RL_CONTROLS})}
+    return {"arm": arm, "controls": list(RL_CONTROLS), "worlds": worlds, "k_worlds": len(worlds),
+            "starts_per_world": vs["sft"]["starts_per_world"], "method": vs["sft"]["method"], "endpoints": out}
+
+
+def _re_cell(e: dict[str, Any]) -> dict[str, Any]:
+    """One random-effects estimate in :func:`rl_specific_verdict`'s shape (``diff``, ``ci``), with τ², k and the
+    HKSJ interval beside it."""
+    return {"diff": e["estimate"], "ci": e["ci"], "tau2": e["tau2"], "k": e["k"],
+            "hksj_ci": (e.get("hksj") or {}).get("ci")}

@@ -271,7 +271,7 @@ def endpoints_table(summary: dict[str, Any]) -> list[str]:
 
 
 _VERDICT_WORDS = {"rl_specific": "**yes**", "not_rl_specific": "no: a control moves as far",
-                  "no_change": "no change vs continued SFT", "unknown": "– (under 2 seeds)"}
+                  "no_change": "no change vs continued SFT", "unknown": "– (no interval)"}
 
 
 def _diff_cell(d: dict[str, Any]) -> str:
@@ -284,12 +284,24 @@ def _diff_cell(d: dict[str, Any]) -> str:
 def rl_specific_table(summary: dict[str, Any]) -> list[str]:
     """GRPO against continued SFT and the two controls per endpoint, with the pre-registered verdict
     (endpoints.rl_specific_block)."""
-    rs = summary.get("rl_specific")
+    return _rl_specific_lines(summary.get("rl_specific"), "mean difference [95% Welch CI over seeds]")
+
+
+def rl_specific_random_effects_table(worlds: dict[str, Any] | None) -> list[str]:
+    """The same table with the controls runs' worlds as random effects (endpoints.rl_specific_random_effects)."""
+    re_ = (worlds or {}).get("controls_random_effects")
+    if not re_:
+        return []
+    ws = ", ".join(str(w) for w in re_["worlds"])
+    return _rl_specific_lines(re_, f"worlds {ws} as random effects: estimate [95% CI, DerSimonian–Laird, t on "
+                                   f"{re_['k_worlds'] - 1} df]")
+
+
+def _rl_specific_lines(rs: dict[str, Any] | None, how: str) -> list[str]:
     if not rs or not rs.get("endpoints"):
         return []
-    lines = [("**Is it RL's?** GRPO − each arm per endpoint (mean difference [95% Welch CI over seeds]); a change is RL's "
-             "only where GRPO differs from continued SFT, rejection-sampling SFT and shuffled-reward GRPO, all on the "
-             "same side:"), "",
+    lines = [(f"**Is it RL's?** GRPO − each arm per endpoint ({how}); a change is RL's only where GRPO differs from "
+              "continued SFT, rejection-sampling SFT and shuffled-reward GRPO, all on the same side:"), "",
              "| endpoint | − continued SFT | − rejection-sampling SFT | − shuffled-reward GRPO | RL's? |",
              "|---|---|---|---|---|"]
     for key, e in rs["endpoints"].items():
@@ -436,21 +448,28 @@ _CLAUSE_WORDS = {"rl_specific": "RL's", "not_rl_specific": "not RL's", "no_chang
 
 
 def _controls_clause(worlds: dict[str, Any]) -> str:
-    """The headline's word on the controls: per controls run (``--controls``), whether GRPO's change in the primary
-    endpoint, template entropy and ``shift_homonym`` is RL's (endpoints.rl_specific_verdict)."""
+    """The headline's word on the controls: whether GRPO's change in the primary endpoint, template entropy and
+    ``shift_homonym`` is RL's (endpoints.rl_specific_verdict), with the controls runs' worlds as random effects
+    when there are two or more, else per controls run (``--controls``)."""
     runs = worlds.get("controls") or []
     if not runs:
         return (" Not yet compared with rejection-sampling SFT or shuffled-reward GRPO, so no squeeze here is "
                 "shown to be RL's.")
-    parts = []
-    for c in runs:
-        e = c["rl_specific"]["endpoints"]
 
-        def v(key: str, e: dict[str, Any] = e) -> str:
-            return _CLAUSE_WORDS.get((e.get(key) or {}).get("verdict", "unknown"), "unknown")
+    def v(e: dict[str, Any], key: str) -> str:
+        return _CLAUSE_WORDS.get((e.get(key) or {}).get("verdict", "unknown"), "unknown")
 
-        parts.append(f"on world {c['world']} ({c['seeds']} seeds): strategy entropy {v('strategy_entropy_rarefied')}, "
-                     f"template entropy {v('slot_entropy')}, `shift_homonym` {v('shift:shift_homonym')}")
+    def part(e: dict[str, Any]) -> str:
+        return (f"strategy entropy {v(e, 'strategy_entropy_rarefied')}, template entropy {v(e, 'slot_entropy')}, "
+                f"`shift_homonym` {v(e, 'shift:shift_homonym')}")
+
+    re_ = worlds.get("controls_random_effects")
+    if re_:
+        rs = (re_["endpoints"].get("strategy_entropy_rarefied") or {}).get("vs_rs_sft") or {}
+        return (f" Against rejection-sampling SFT and shuffled-reward GRPO, worlds {', '.join(map(str, re_['worlds']))}"
+                f" as random effects: {part(re_['endpoints'])} (RL's: GRPO differs from all three arms on the same "
+                f"side; strategy entropy GRPO − rejection-sampling SFT {_diff_cell(rs)}).")
+    parts = [f"on world {c['world']} ({c['seeds']} seeds): {part(c['rl_specific']['endpoints'])}" for c in runs]
     return (" Against rejection-sampling SFT and shuffled-reward GRPO " + "; ".join(parts)
             + " (RL's: GRPO differs from all three arms on the same side).")
 
@@ -526,6 +545,7 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
         *([*rl_specific_table(summary), ""] if rl_specific_table(summary) else []),
         *findings_text(summary),
         *_random_effects_section(worlds),
+        *(["", *rl_specific_random_effects_table(worlds)] if rl_specific_random_effects_table(worlds) else []),
         *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),
         *_strategy_section(summary),
     ]
