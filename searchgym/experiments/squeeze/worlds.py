@@ -33,6 +33,7 @@ from searchgym.experiments.squeeze.stats import (
     holm_into,
     inside_margin,
     margin_for,
+    seed_values,
 )
 
 # Settings that may differ between the runs of one multi-world comparison (where they write, how fast, which
@@ -176,13 +177,9 @@ def _world_seed(summary: dict[str, Any]) -> int:
 
 
 def _values(arm: dict[str, Any] | None, key: str) -> list[float]:
-    if not arm:
-        return []
-    if key.startswith("shift:"):
-        block = (arm.get("shift") or {}).get(key[len("shift:"):]) or {}
-    else:
-        block = arm.get(key) or {}
-    return [float(v) for v in (block.get("values") or []) if v is not None]
+    """An arm's per-seed values of ``key`` (:func:`~searchgym.experiments.squeeze.stats.seed_values`), the
+    missing ones left out."""
+    return [float(v) for v in seed_values(arm or {}, key) if v is not None]
 
 
 def pool_diffs(pairs: list[tuple[list[float], list[float]]], *, margin: float | None = None,
