@@ -5,7 +5,8 @@
 
 Prints one markdown table per arm (arm − continued SFT: DerSimonian–Laird with a t interval on k − 1 df, HKSJ
 beside it, τ², k worlds); with ``--json`` also writes the blocks. Worlds whose start failed the competence gate
-are left out (as the headline does)."""
+are left out (as the headline does). Two runs of one world from different SFT starts are two units (random effects
+over worlds and starts); the same start given twice is refused."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
     from searchgym.experiments.squeeze.random_effects import random_effects_block, random_effects_lines
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", nargs="+", help="run directories (each with summary.json), one per world")
+    ap.add_argument("runs", nargs="+", help="run directories (each with summary.json), one per SFT start; a "
+                                            "world may have several (their t interval keeps worlds - 1 df)")
     ap.add_argument("--arm", action="append", help="arm(s) against continued SFT (default: grpo)")
     ap.add_argument("--json", help="also write the blocks to this file")
     a = ap.parse_args(argv)
@@ -34,10 +36,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"left out: {p} (its SFT start failed the competence gate)", file=sys.stderr)
             continue
         sums.append(s)
+    from searchgym.errors import ConfigError
+
     blocks = {}
-    for arm in a.arm or ["grpo"]:
-        blocks[arm] = random_effects_block([s for s in sums if arm in s.get("arms", {})], arm)
-        print("\n".join(random_effects_lines(blocks[arm])) + "\n")
+    try:
+        for arm in a.arm or ["grpo"]:
+            blocks[arm] = random_effects_block([s for s in sums if arm in s.get("arms", {})], arm)
+            print("\n".join(random_effects_lines(blocks[arm])) + "\n")
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if a.json:
         Path(a.json).write_text(json.dumps(blocks, indent=1))
     return 0

@@ -98,3 +98,29 @@ def test_the_script_reproduces_the_issue_31_reanalysis_from_the_shipped_results(
     sh = e["shift:shift_homonym"]
     assert [round(x, 3) for x in (sh["estimate"], *sh["ci"])] == [-0.044, -0.102, 0.014] and round(sh["p"], 2) == 0.08
     assert "| template entropy (slot) | -0.371 |" in capsys.readouterr().out
+
+
+def test_a_second_start_of_a_world_is_a_unit_but_not_a_degree_of_freedom():
+    """Worlds 0, 1 and 5 with a second start on worlds 1 and 5: five units in tau^2, a t interval on 2 df (the
+    worlds), and the same start given twice is refused."""
+    from scipy.stats import t
+
+    from searchgym.errors import ConfigError
+
+    def run(w: int, d: float, successes: float) -> dict:
+        s = _summary(w, [d - 0.5, d + 0.5], [-0.5, 0.5])
+        s["competence"] = {"successes": successes, "test_success": successes / 256}
+        return s
+
+    sums = [run(0, 1.0, 90.0), run(1, 2.0, 99.0), run(1, 1.5, 102.75), run(5, 4.0, 80.0), run(5, 3.0, 85.0)]
+    b = random_effects_block(sums)
+    assert b["k_worlds"] == 3 and b["starts_per_world"] == {"0": 1, "1": 2, "5": 2}
+    assert "df = worlds - 1" in b["method"]
+    e = b["endpoints"]["slot_entropy"]
+    assert e["k"] == 5 and e["df"] == 2 and len(e["per_world"]) == 5
+    assert e["ci"][1] - e["estimate"] == pytest.approx(t.ppf(0.975, 2) * e["se"])
+    one_start_each = random_effects_block([sums[0], sums[1], sums[3]])
+    assert one_start_each["endpoints"]["slot_entropy"]["df"] == 2 and "df = worlds" not in one_start_each["method"]
+    with pytest.raises(ConfigError, match="share one SFT start"):
+        random_effects_block([sums[0], sums[1], run(1, 2.2, 99.0)])
+    assert any("| 3 (5 starts) |" in line for line in random_effects_lines(b))

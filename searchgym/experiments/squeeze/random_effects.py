@@ -37,19 +37,21 @@ ENDPOINTS = (
 )
 
 
-def dersimonian_laird(y: list[float], v: list[float], *, alpha: float = 0.05) -> dict[str, Any]:
+def dersimonian_laird(y: list[float], v: list[float], *, alpha: float = 0.05, df: int | None = None) -> dict[str, Any]:
     """Random-effects pooling of ``k`` per-world estimates ``y`` with within-world variances ``v``.
 
-    Returns ``estimate``, ``se`` and ``ci`` (DL, t on k − 1 df), ``p``, ``tau2``, ``Q``, ``I2``, ``k``, ``df``
-    and ``hksj`` (``se``, ``ci``, ``p``). Fewer than 2 worlds, or a zero within-world variance: the estimate
-    alone (no interval)."""
+    Returns ``estimate``, ``se`` and ``ci`` (DL, t on ``df`` = k − 1 df unless given), ``p``, ``tau2``, ``Q``,
+    ``I2``, ``k``, ``df`` and ``hksj`` (``se``, ``ci``, ``p``). Fewer than 2 worlds (or ``df`` < 1), or a zero
+    within-world variance: the estimate alone (no interval). ``df`` below k − 1 is for units that are not
+    independent (several SFT starts of one world: the interval's df count worlds)."""
     from scipy.stats import t
 
     ys, vs = np.asarray(y, dtype=np.float64), np.asarray(v, dtype=np.float64)
     k = len(ys)
+    df = (k - 1 if k else None) if df is None else min(df, k - 1)
     out: dict[str, Any] = {"estimate": float(ys.mean()) if k else None, "se": None, "ci": None, "p": None,
-                           "tau2": None, "Q": None, "I2": None, "k": k, "df": k - 1 if k else None, "hksj": None}
-    if k < 2 or np.any(vs <= 0):
+                           "tau2": None, "Q": None, "I2": None, "k": k, "df": df, "hksj": None}
+    if k < 2 or not df or df < 1 or np.any(vs <= 0):
         return out
     w = 1.0 / vs
     fe = float((w * ys).sum() / w.sum())
@@ -59,12 +61,12 @@ def dersimonian_laird(y: list[float], v: list[float], *, alpha: float = 0.05) ->
     ws = 1.0 / (vs + tau2)
     mu = float((ws * ys).sum() / ws.sum())
     se = math.sqrt(1.0 / float(ws.sum()))
-    tq = float(t.ppf(1 - alpha / 2, k - 1))
-    out.update(estimate=mu, se=se, ci=[mu - tq * se, mu + tq * se], p=float(2 * t.sf(abs(mu) / se, k - 1)),
+    tq = float(t.ppf(1 - alpha / 2, df))
+    out.update(estimate=mu, se=se, ci=[mu - tq * se, mu + tq * se], p=float(2 * t.sf(abs(mu) / se, df)),
                tau2=tau2, Q=q, I2=max(0.0, (q - (k - 1)) / q) if q > 0 else 0.0)
     se_h = math.sqrt(float((ws * (ys - mu) ** 2).sum()) / ((k - 1) * float(ws.sum())))
     out["hksj"] = {"se": se_h, "ci": [mu - tq * se_h, mu + tq * se_h],
-                   "p": float(2 * t.sf(abs(mu) / se_h, k - 1)) if se_h > 0 else (0.0 if mu else 1.0)}
+                   "p": float(2 * t.sf(abs(mu) / se_h, df)) if se_h > 0 else (0.0 if mu else 1.0)}
     return out
 
 
@@ -80,25 +82,56 @@ def world_difference(a: list[float], b: list[float]) -> tuple[float, float] | No
 
 def random_effects_block(summaries: list[dict[str, Any]], arm: str = "grpo", base: str = "sft",
                          endpoints: tuple[tuple[str, str], ...] = ENDPOINTS) -> dict[str, Any]:
-    """``arm − base`` per endpoint over the worlds of ``summaries`` (one ``summary.json`` dict per world, each
-    with its own SFT start) as random effects (:func:`dersimonian_laird`), with the worlds' seeds, the number of
-    worlds ``k`` and of SFT starts per world, and the primary endpoints' names."""
+    """``arm − base`` per endpoint over the worlds of ``summaries`` (one ``summary.json`` dict per SFT start, each
+    world with one or more) as random effects (:func:`dersimonian_laird`), with the worlds' seeds, the number of
+    worlds ``k`` and of SFT starts per world, and the primary endpoints' names.
+
+    Several starts of one world enter as separate units of one random-effects variance (τ² then spans worlds and
+    starts; the two are not separated), and the t interval keeps k_worlds − 1 df, so a second start narrows the
+    interval only through its data, not through more degrees of freedom. Two runs of one world with the same
+    start (:func:`start_fingerprint`) are a :class:`ConfigError`: that would count one start twice."""
     worlds = [int((s.get("config") or {}).get("world_seed") or 0) for s in summaries]
+    _refuse_repeated_starts(summaries, worlds)
     starts: dict[str, int] = {}
     for w in worlds:
         starts[str(w)] = starts.get(str(w), 0) + 1  # one summary = one SFT start of that world
+    df = len(starts) - 1 if len(starts) < len(worlds) else None
     per: dict[str, Any] = {}
     for key, label in endpoints:
         diffs = [(w, world_difference(_values(s["arms"].get(arm), key), _values(s["arms"].get(base), key)))
                  for w, s in zip(worlds, summaries) if arm in s.get("arms", {}) and base in s.get("arms", {})]
         ok = [(w, d) for w, d in diffs if d is not None]
-        res = dersimonian_laird([d[0] for _, d in ok], [d[1] for _, d in ok])
+        res = dersimonian_laird([d[0] for _, d in ok], [d[1] for _, d in ok],
+                                df=None if df is None else len({w for w, _ in ok}) - 1)
         res.update(label=label, worlds=[w for w, _ in ok], per_world=[d[0] for _, d in ok],
                    per_world_var=[d[1] for _, d in ok])
         per[key] = res
-    return {"arm": arm, "base": base, "method": "DerSimonian-Laird, t interval on k-1 df; HKSJ beside it",
+    method = "DerSimonian-Laird, t interval on k-1 df; HKSJ beside it" + (
+        "; several SFT starts per world as units of one tau^2, df = worlds - 1" if df is not None else "")
+    return {"arm": arm, "base": base, "method": method,
             "primary_endpoint": PRIMARY_ENDPOINT, "primary_cost_endpoint": PRIMARY_COST_ENDPOINT,
             "k_worlds": len(set(worlds)), "starts_per_world": starts, "endpoints": per}
+
+
+def start_fingerprint(summary: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies a run's SFT start: its world and its competence-gate figures (the same start, evaluated
+    on the same gate questions, gives the same figures)."""
+    c = summary.get("competence") or {}
+    return (int((summary.get("config") or {}).get("world_seed") or 0), c.get("successes"), c.get("test_success"))
+
+
+def _refuse_repeated_starts(summaries: list[dict[str, Any]], worlds: list[int]) -> None:
+    from searchgym.errors import ConfigError
+
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, s in enumerate(summaries):
+        fp = start_fingerprint(s)
+        if fp[1] is None and fp[2] is None:
+            continue  # no gate figures to tell starts apart
+        if fp in seen:
+            raise ConfigError(f"two runs of world {worlds[i]} share one SFT start (same gate figures: "
+                              f"{fp[1]} successes, test success {fp[2]}); give each start once")
+        seen[fp] = i
 
 
 def headline_random_effects(summaries: list[dict[str, Any]], arms: list[str], base: str = "sft") -> dict[str, Any]:
@@ -119,8 +152,9 @@ def random_effects_lines(block: dict[str, Any]) -> list[str]:
             lines.append(f"| {e['label']} | {_f(e['estimate'])} | – | – | – | – | {e['k']} |")
             continue
         h = e["hksj"]
+        k = e["k"] if e["df"] == e["k"] - 1 else f"{e['df'] + 1} ({e['k']} starts)"
         lines.append(f"| {e['label']} | {_f(e['estimate'])} | [{_f(e['ci'][0])}, {_f(e['ci'][1])}] | "
-                     f"[{_f(h['ci'][0])}, {_f(h['ci'][1])}] | {e['p']:.3f} | {e['tau2']:.4f} | {e['k']} |")
+                     f"[{_f(h['ci'][0])}, {_f(h['ci'][1])}] | {e['p']:.3f} | {e['tau2']:.4f} | {k} |")
     return lines
 
 
