@@ -147,3 +147,26 @@ def test_a_nan_seed_value_is_never_a_difference():
     p = out["pooled"]
     assert p["verdict"] == "inconclusive" and p["detectable"] is False and p["p"] is None
     assert all(math.isnan(x) for x in p["ci"])
+
+
+def test_a_second_start_joins_the_random_effects_only():
+    """A run of world 1 from another SFT start (its gate figures differ) joins the headline's random effects as a
+    fourth unit on 2 df; a run that repeats a pooled start, or whose start failed the gate, is left out; the
+    fixed-effect pooled figures stay the three worlds'."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        three = worlds_block(load_worlds([WORLD0, WORLD1, WORLD5]))
+        runs = load_worlds([WORLD1])
+        other = json.loads(json.dumps(runs[0]))
+        other["competence"]["successes"] += 3.25
+        same = json.loads(json.dumps(load_worlds([WORLD0])[0]))
+        failed = json.loads(json.dumps(other))
+        failed["competence"].update(successes=50.0, passed=False)
+        block = worlds_block(load_worlds([WORLD0, WORLD1, WORLD5]), more_starts=[other, same, failed])
+    assert [m["world_seed"] for m in block["more_starts"]] == [1]
+    re_ = block["random_effects"]["grpo"]
+    assert re_["starts_per_world"] == {"0": 1, "1": 2, "5": 1} and re_["k_worlds"] == 3
+    e = re_["endpoints"]["slot_entropy"]
+    assert e["k"] == 4 and e["df"] == 2
+    assert block["arms"]["grpo"]["figures"] == three["arms"]["grpo"]["figures"]
+    assert three["random_effects"]["grpo"]["endpoints"]["slot_entropy"]["k"] == 3

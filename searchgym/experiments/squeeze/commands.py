@@ -175,11 +175,16 @@ def _pool_worlds(out: Path, worlds: str | None, console: Any, controls: str | No
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]))
-            if controls:
-                from searchgym.experiments.squeeze.endpoints import controls_blocks
+            dirs = [c.strip() for c in (controls or "").split(",") if c.strip()]
+            from searchgym.experiments.squeeze.endpoints import controls_blocks, read_controls
 
-                block.update(controls_blocks([c.strip() for c in controls.split(",") if c.strip()]))
+            ctl = read_controls(dirs)
+            for d, s in zip(dirs, ctl):
+                s["_path"] = str(Path(d) / "summary.json")
+            block = worlds_block(load_worlds([out, *(w.strip() for w in worlds.split(",") if w.strip())]),
+                                 more_starts=ctl)
+            if dirs:
+                block.update(controls_blocks(dirs, ctl))
     except SearchGymError as e:
         console.print(f"[red]{type(e).__name__}: {e}[/red]", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from e

@@ -193,11 +193,11 @@ def read_controls(dirs: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def controls_blocks(dirs: list[str]) -> dict[str, Any]:
+def controls_blocks(dirs: list[str], summaries: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """worlds.json's ``controls`` (per controls run: its directory, world seed, seeds per arm and ``rl_specific``
     block) and ``controls_random_effects`` (:func:`rl_specific_random_effects` over those runs; None under two
-    worlds)."""
-    summaries = read_controls(dirs)
+    worlds). ``summaries``: the runs' summaries when already read (:func:`read_controls`)."""
+    summaries = read_controls(dirs) if summaries is None else summaries
     runs = [{"run": str(d), "world": (s.get("world") or {}).get("seed"), "seeds": (s.get("config") or {}).get("seeds"),
              "rl_specific": s["rl_specific"]} for d, s in zip(dirs, summaries)]
     return {"controls": runs, "controls_random_effects": rl_specific_random_effects(summaries)}

@@ -418,8 +418,11 @@ def random_effects_short(worlds: dict[str, Any], summary: dict[str, Any]) -> lis
     ws = ", ".join(str(w) for w in sorted(int(k) for k in re_["starts_per_world"]))
     tr, pe, te = e["train_success"], e[re_["primary_endpoint"]], e["slot_entropy"]
     cost = e[re_["primary_cost_endpoint"]]
+    spw = re_["starts_per_world"]
+    starts = ("one SFT start per world" if set(spw.values()) == {1} else
+              "SFT starts per world " + ", ".join(f"{w}: {n}" for w, n in sorted(spw.items(), key=lambda x: int(x[0]))))
     out = [f"- LM, GRPO − continued SFT with worlds {ws} as random effects (DerSimonian–Laird, t on "
-           f"{re_['k_worlds'] - 1} df; one SFT start per world, gated starts only): RL "
+           f"{re_['k_worlds'] - 1} df; {starts}, gated starts only): RL "
            + ("raised" if _shown(tr) and tr["estimate"] > 0 else "did **not** raise")
            + f" train success ({_re(tr)}) at the shipped dose."]
     pe_word = "lower" if _shown(pe) and pe["estimate"] < 0 else "not shown"

@@ -248,9 +248,14 @@ def _config_differences(summaries: list[dict[str, Any]]) -> dict[str, list[Any]]
                    for c in cfgs)}
 
 
-def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[str, Any]:
+def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft",
+                 more_starts: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Every RL arm that ran on >= 2 gated worlds against ``base`` (continued SFT), pooled over worlds
-    (:func:`pool_diffs` for each compared figure and each shift split; the pooled shift splits Holm-corrected)."""
+    (:func:`pool_diffs` for each compared figure and each shift split; the pooled shift splits Holm-corrected).
+
+    ``more_starts``: runs of the same worlds from other SFT starts (the controls runs): they join the headline's
+    random effects (worlds and starts) and nothing else; one whose start is already pooled, or that failed the
+    gate, is left out."""
     gated: list[dict[str, Any]] = []
     left_out: list[dict[str, Any]] = []
     for s in sorted(summaries, key=_world_seed):
@@ -301,8 +306,27 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft") -> dict[
                             for s in on}}
     from searchgym.experiments.squeeze.random_effects import headline_random_effects
 
-    block.update(headline_random_effects(gated, list(block["arms"]), base))  # the headline's intervals
+    extra = _other_starts(gated, more_starts or [], base)
+    block["more_starts"] = [{"world_seed": _world_seed(s), "run": s.get("_path")} for s in extra]
+    block.update(headline_random_effects(gated + extra, list(block["arms"]), base))  # the headline's intervals
     return block
+
+
+def _other_starts(gated: list[dict[str, Any]], runs: list[dict[str, Any]], base: str) -> list[dict[str, Any]]:
+    """The runs of ``runs`` that add an SFT start: on a pooled world, gated, with ``base``, and a start (its gate
+    figures) that no pooled run has."""
+    from searchgym.experiments.squeeze.random_effects import start_fingerprint
+
+    worlds = {_world_seed(s) for s in gated}
+    seen = {start_fingerprint(s) for s in gated}
+    out = []
+    for s in runs:
+        fp = start_fingerprint(s)
+        if (_world_seed(s) in worlds and (s.get("competence") or {}).get("passed") and base in (s.get("arms") or {})
+                and fp not in seen):
+            seen.add(fp)
+            out.append(s)
+    return out
 
 
 def _ci(d: dict[str, Any] | None) -> str:
