@@ -1,9 +1,11 @@
 """The README's squeeze headline and docs/squeeze.md's results block are what the stored results give: the
-command that wrote them (docs/squeeze.md, "Where the headline comes from"), run on copies of the runs' summaries
-under results/, reproduces both blocks byte for byte."""
+command docs/squeeze.md ("Results") says wrote them, run on copies of the named runs' summaries under results/,
+reproduces both blocks byte for byte."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -13,10 +15,14 @@ from searchgym.cli import app
 from searchgym.experiments.squeeze.commands import README_BEGIN, README_END, RESULTS_BEGIN, RESULTS_END
 
 ROOT = Path(__file__).resolve().parents[1]
-# The headline's runs: world 0 (OUT), the other gated worlds, and the controls runs.
-HEADLINE_OUT = "squeeze-default-v3"
-HEADLINE_WORLDS = ("squeeze-world1-v3", "squeeze-world5-v3")
-HEADLINE_CONTROLS = ("squeeze-controls-w0-v3",)
+
+
+def _documented_command() -> list[str]:
+    """The ``searchgym squeeze --headline ...`` command of docs/squeeze.md's "Results" section, as argv."""
+    page = (ROOT / "docs" / "squeeze.md").read_text()
+    m = re.search(r"```text\n(searchgym squeeze --headline --out results/.*?)\n```", page, re.DOTALL)
+    assert m, "docs/squeeze.md no longer names the command that writes the results block"
+    return shlex.split(m.group(1).replace("\\\n", " "))[1:]
 
 
 def _between(text: str, begin: str, end: str) -> str:
@@ -24,16 +30,25 @@ def _between(text: str, begin: str, end: str) -> str:
 
 
 def test_the_stored_results_regenerate_the_readme_headline_and_the_docs_results(tmp_path):
-    for run in (HEADLINE_OUT, *HEADLINE_WORLDS, *HEADLINE_CONTROLS):
-        (tmp_path / run).mkdir()
-        shutil.copy(ROOT / "results" / run / "summary.json", tmp_path / run / "summary.json")
     site = tmp_path / "site"
     (site / "docs").mkdir(parents=True)
     shutil.copy(ROOT / "README.md", site / "README.md")
     shutil.copy(ROOT / "docs" / "squeeze.md", site / "docs" / "squeeze.md")
-    args = ["squeeze", "--headline", "--out", str(tmp_path / HEADLINE_OUT),
-            "--worlds", ",".join(str(tmp_path / w) for w in HEADLINE_WORLDS),
-            "--controls", ",".join(str(tmp_path / c) for c in HEADLINE_CONTROLS), "--readme", str(site / "README.md")]
+
+    def local(arg: str) -> str:  # results/RUN -> a copy holding only its summary.json; README.md -> the copy
+        if arg == "README.md":
+            return str(site / "README.md")
+        runs = []
+        for run in arg.split(","):
+            assert run.startswith("results/"), run
+            (tmp_path / run).mkdir(parents=True)
+            shutil.copy(ROOT / run / "summary.json", tmp_path / run / "summary.json")
+            runs.append(str(tmp_path / run))
+        return ",".join(runs)
+
+    argv = _documented_command()
+    args = [a if a.startswith("-") or i == 0 else local(a) for i, a in enumerate(argv)]
+    assert args[:2] == ["squeeze", "--headline"] and "--controls" in args and "--readme" in args
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     for page, begin, end in (("README.md", README_BEGIN, README_END),
