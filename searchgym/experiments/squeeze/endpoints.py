@@ -209,8 +209,9 @@ def rl_specific_random_effects(summaries: list[dict[str, Any]], arm: str = "grpo
     :func:`~searchgym.experiments.squeeze.random_effects.random_effects_block`), and the verdict of
     :func:`rl_specific_verdict` on those intervals. None with fewer than two worlds."""
     from searchgym.experiments.squeeze.random_effects import random_effects_block
+    from searchgym.experiments.squeeze.worlds import _world_seed
 
-    worlds = sorted({int((s.get("config") or {}).get("world_seed") or 0) for s in summaries})
+    worlds = sorted({_world_seed(s) for s in summaries})
     if len(worlds) < 2:
         return None
     splits = sorted({sp for s in summaries for sp in ((s["arms"].get(arm) or {}).get("shift") or {})})

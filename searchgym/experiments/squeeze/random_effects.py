@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from searchgym.experiments.squeeze.worlds import _values  # one reader of an arm's per-seed values
+from searchgym.experiments.squeeze.worlds import _values, _world_seed  # the one reader of each
 
 # Fixed before the run that fills the headline (docs/squeeze.md "Pre-registered endpoints").
 PRIMARY_ENDPOINT = "strategy_entropy_rarefied"
@@ -90,24 +90,24 @@ def random_effects_block(summaries: list[dict[str, Any]], arm: str = "grpo", bas
     starts; the two are not separated), and the t interval keeps k_worlds − 1 df, so a second start narrows the
     interval only through its data, not through more degrees of freedom. Two runs of one world with the same
     start (:func:`start_fingerprint`) are a :class:`ConfigError`: that would count one start twice."""
-    worlds = [int((s.get("config") or {}).get("world_seed") or 0) for s in summaries]
+    worlds = [_world_seed(s) for s in summaries]
     _refuse_repeated_starts(summaries, worlds)
     starts: dict[str, int] = {}
     for w in worlds:
         starts[str(w)] = starts.get(str(w), 0) + 1  # one summary = one SFT start of that world
-    df = len(starts) - 1 if len(starts) < len(worlds) else None
+    several = len(starts) < len(worlds)  # some world has more than one start: df count worlds, not units
     per: dict[str, Any] = {}
     for key, label in endpoints:
         diffs = [(w, world_difference(_values(s["arms"].get(arm), key), _values(s["arms"].get(base), key)))
                  for w, s in zip(worlds, summaries) if arm in s.get("arms", {}) and base in s.get("arms", {})]
         ok = [(w, d) for w, d in diffs if d is not None]
         res = dersimonian_laird([d[0] for _, d in ok], [d[1] for _, d in ok],
-                                df=None if df is None else len({w for w, _ in ok}) - 1)
+                                df=len({w for w, _ in ok}) - 1 if several else None)
         res.update(label=label, worlds=[w for w, _ in ok], per_world=[d[0] for _, d in ok],
                    per_world_var=[d[1] for _, d in ok])
         per[key] = res
     method = "DerSimonian-Laird, t interval on k-1 df; HKSJ beside it" + (
-        "; several SFT starts per world as units of one tau^2, df = worlds - 1" if df is not None else "")
+        "; several SFT starts per world as units of one tau^2, df = worlds - 1" if several else "")
     return {"arm": arm, "base": base, "method": method,
             "primary_endpoint": PRIMARY_ENDPOINT, "primary_cost_endpoint": PRIMARY_COST_ENDPOINT,
             "k_worlds": len(set(worlds)), "starts_per_world": starts, "endpoints": per}
@@ -117,7 +117,7 @@ def start_fingerprint(summary: dict[str, Any]) -> tuple[Any, ...]:
     """What identifies a run's SFT start: its world and its competence-gate figures (the same start, evaluated
     on the same gate questions, gives the same figures)."""
     c = summary.get("competence") or {}
-    return (int((summary.get("config") or {}).get("world_seed") or 0), c.get("successes"), c.get("test_success"))
+    return (_world_seed(summary), c.get("successes"), c.get("test_success"))
 
 
 def _refuse_repeated_starts(summaries: list[dict[str, Any]], worlds: list[int]) -> None:
