@@ -233,3 +233,69 @@ def _re_cell(e: dict[str, Any]) -> dict[str, Any]:
     HKSJ interval beside it."""
     return {"diff": e["estimate"], "ci": e["ci"], "tau2": e["tau2"], "k": e["k"],
             "hksj_ci": (e.get("hksj") or {}).get("ci")}
+
+
+# The question type of the rename splits: renames.py asks them as one-hop attribute questions by the former name.
+SAME_TYPE_FAMILY = {"shift_renamed": "attribute", "shift_homonym": "attribute"}
+
+
+def _mean(xs: list[float]) -> float | None:
+    return float(np.mean(xs)) if xs else None
+
+
+def _arm_mean(s: dict[str, Any], arm: str, split: str) -> float | None:
+    return ((s["arms"].get(arm) or {}).get("shift") or {}).get(split, {}).get("mean")
+
+
+def _family_losses(units: list[dict[str, Any]], family: str | None, arm: str, base: str) -> list[float]:
+    """Per unit (run), ``arm`` − ``base`` on train-pool success of ``family`` questions (the arms' means)."""
+    out = []
+    for s in units:
+        a, b = ((s["arms"].get(x) or {}).get("per_family") or {} for x in (arm, base))
+        if family is not None and a.get(family) is not None and b.get(family) is not None:
+            out.append(float(a[family]) - float(b[family]))
+    return out
+
+
+def shift_cost_block(units: list[dict[str, Any]], shuffled_runs: list[dict[str, Any]],
+                     re_endpoints: dict[str, Any], arm: str = "grpo", base: str = "sft") -> dict[str, Any]:
+    """The pre-registered cost rule (docs/squeeze.md "Measures fixed in advance") per shift split that can show a
+    loss: a loss of ``arm`` against ``base`` on the split (its random-effects interval below 0) is a **cost** only
+    where it exceeds both the in-distribution loss on the same question type (``arm`` − ``base`` on train-pool
+    success of that family, the mean over ``units``) and the shuffled-reward arm's loss on the split
+    (``grpo_shuffled`` − ``base``, the mean over ``shuffled_runs``).
+
+    The two comparators are point estimates: the summaries keep per-family success as a mean per arm, not per
+    seed. Verdicts: ``cost``, ``not_a_cost`` (a loss that does not exceed both; ``why`` says which), ``no_loss``
+    (the interval is not below 0), ``unknown`` (no interval, or a comparator is missing: ``why``)."""
+    out: dict[str, Any] = {}
+    for key, e in re_endpoints.items():
+        sp = key.removeprefix("shift:")
+        if not key.startswith("shift:") or any(((s.get("start") or {}).get("shift") or {}).get(sp, {}).get("mean", 0)
+                                               < FLOOR for s in units):
+            continue
+        fam = SAME_TYPE_FAMILY.get(sp)
+        ind = _family_losses(units, fam, arm, base)
+        shuf = [x - y for s in shuffled_runs
+                if (x := _arm_mean(s, "grpo_shuffled", sp)) is not None and (y := _arm_mean(s, base, sp)) is not None]
+        row = {"loss": {"estimate": e.get("estimate"), "ci": e.get("ci")}, "family": fam,
+               "in_distribution_loss": _mean(ind), "in_distribution_units": len(ind),
+               "shuffled_loss": _mean(shuf), "shuffled_runs": len(shuf)}
+        row["verdict"], row["why"] = _cost_verdict(row)
+        out[sp] = row
+    return out
+
+
+def _cost_verdict(row: dict[str, Any]) -> tuple[str, str]:
+    est, ci = row["loss"]["estimate"], row["loss"]["ci"]
+    if ci is None or est is None:
+        return "unknown", "no interval for the loss"
+    if ci[1] >= 0:
+        return "no_loss", "the interval is not below 0"
+    ind, shuf = row["in_distribution_loss"], row["shuffled_loss"]
+    if ind is None or shuf is None:
+        return "unknown", ("no in-distribution figure for the split's question type" if ind is None
+                           else "no shuffled-reward arm to compare with")
+    short = [w for w, ok in ((f"the in-distribution loss on {row['family']} questions ({ind:+.3f}) is at least as large",
+                              est < ind), (f"shuffled-reward GRPO loses at least as much ({shuf:+.3f})", est < shuf)) if not ok]
+    return ("cost", "exceeds both") if not short else ("not_a_cost", "; ".join(short))

@@ -404,6 +404,10 @@ def _sg(x: float) -> str:
     return "+0.000" if t == "-0.000" else t
 
 
+def _sgn(x: float | None) -> str:
+    return "–" if x is None else _sg(x)
+
+
 def _shown(e: dict[str, Any]) -> bool:
     ci = e.get("ci")
     return bool(ci and (ci[0] > 0 or ci[1] < 0))
@@ -441,9 +445,22 @@ def random_effects_short(worlds: dict[str, Any], summary: dict[str, Any]) -> lis
     floor = _floor_splits(worlds)
     if sh:
         out.append(f"- `shift_homonym` (the one shift split whose start is above 0.2{floor}): {_re(sh)}: "
-                   + ("a cost." if _shown(sh) and sh["estimate"] < 0 else "no cost shown under random effects.")
-                   + _controls_clause(worlds))
+                   + _cost_words(sh, (worlds.get("shift_cost") or {}).get("shift_homonym")) + _controls_clause(worlds))
     return out
+
+
+def _cost_words(e: dict[str, Any], rule: dict[str, Any] | None) -> str:
+    """The headline's word on a shift split's loss: a cost only by the pre-registered rule (endpoints.
+    shift_cost_block) when worlds.json carries it, else only "a loss"."""
+    if not (_shown(e) and e["estimate"] < 0):
+        return "no cost shown under random effects."
+    if not rule or rule["verdict"] == "unknown":
+        return ("a loss; whether it is a cost of collapse is not known (" + (rule or {}).get(
+            "why", "no in-distribution or shuffled-reward comparison") + ").")
+    if rule["verdict"] == "cost":
+        return (f"a cost: it exceeds the in-distribution loss on {rule['family']} questions "
+                f"({_sg(rule['in_distribution_loss'])}) and shuffled-reward GRPO's ({_sg(rule['shuffled_loss'])}).")
+    return f"a loss, but **not** a cost of collapse by the pre-registered rule: {rule['why']}."
 
 
 _CLAUSE_WORDS = {"rl_specific": "RL's", "not_rl_specific": "not RL's", "no_change": "no change",
@@ -549,10 +566,29 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
         *findings_text(summary),
         *_random_effects_section(worlds),
         *(["", *rl_specific_random_effects_table(worlds)] if rl_specific_random_effects_table(worlds) else []),
+        *shift_cost_table(worlds),
         *(["", worlds_markdown(worlds).rstrip()] if worlds and worlds.get("arms") else []),
         *_strategy_section(summary),
     ]
     return "\n".join(lines) + "\n"
+
+
+def shift_cost_table(worlds: dict[str, Any] | None) -> list[str]:
+    """The pre-registered cost rule per shift split that can show a loss (worlds.json ``shift_cost``)."""
+    rows = (worlds or {}).get("shift_cost") or {}
+    if not rows:
+        return []
+    lines = ["", ("**Is a shift loss a cost?** (pre-registered: GRPO − continued SFT on the split, worlds and starts as "
+                  "random effects, must exceed GRPO − continued SFT on train questions of the same type, mean over "
+                  "the same runs, and shuffled-reward GRPO − continued SFT on the split, mean over the controls "
+                  "runs):"), "",
+             "| split | loss (random effects) | question type | in-distribution loss | shuffled-reward loss | verdict |",
+             "|---|---|---|---|---|---|"]
+    for sp, r in rows.items():
+        lines.append(f"| `{sp}` | {_re(r['loss'])} | {r['family'] or '–'} | {_sgn(r['in_distribution_loss'])} "
+                     f"({r['in_distribution_units']} runs) | {_sgn(r['shuffled_loss'])} ({r['shuffled_runs']} runs) "
+                     f"| {r['verdict'].replace('_', ' ')}: {r['why']} |")
+    return lines
 
 
 def _random_effects_section(worlds: dict[str, Any] | None) -> list[str]:

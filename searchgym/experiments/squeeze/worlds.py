@@ -309,6 +309,12 @@ def worlds_block(summaries: list[dict[str, Any]], *, base: str = "sft",
     extra = _other_starts(gated, more_starts or [], base)
     block["more_starts"] = [{"world_seed": _world_seed(s), "run": s.get("_path")} for s in extra]
     block.update(headline_random_effects(gated + extra, list(block["arms"]), base))  # the headline's intervals
+    if "grpo" in block["random_effects"]:
+        from searchgym.experiments.squeeze.endpoints import shift_cost_block
+
+        shuffled = [s for s in gated + list(more_starts or []) if "grpo_shuffled" in (s.get("arms") or {})]
+        block["shift_cost"] = shift_cost_block(gated + extra, shuffled,
+                                               block["random_effects"]["grpo"]["endpoints"], "grpo", base)
     return block
 
 
