@@ -210,6 +210,9 @@ def main() -> None:
                     help="sft_kl stops at the same seed's GRPO final KL (default: the config's kl_target)")
     ap.add_argument("--sft-kl-max-factor", type=int, default=None,
                     help="sft_kl runs at most this many times GRPO's steps (default: the config's)")
+    ap.add_argument("--sft-kl-lr", type=float, default=None,
+                    help="sft_kl's learning rate (default: each swept GRPO rate, as in the 2026-11-27 probe; the "
+                         "squeeze experiment's sft_kl arm runs at its config's sft_kl_learning_rate)")
     a = ap.parse_args()
 
     import torch
@@ -219,6 +222,7 @@ def main() -> None:
     cfg = SqueezeConfig.preset(out=str(out), strategy_seeds=0)
     if a.sft_kl_max_factor is not None:
         cfg.sft_kl_max_factor = a.sft_kl_max_factor
+    cfg.sft_kl_learning_rate = a.sft_kl_lr  # None: the swept GRPO rate
     ctx = Context(cfg, print)
     if a.start == "shipped":
         start, why = shipped_start(cfg, ctx.world)

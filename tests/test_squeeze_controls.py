@@ -74,6 +74,9 @@ def test_control_arms_run_and_the_summary_has_the_endpoints(tmp_path, one_thread
     # matched: stopped once the KL reached the target (step 1 samples the start itself: KL exactly 0)
     assert arms["sft_kl"]["kl_to_start"]["mean"][0] == 0.0 and len(arms["sft_kl"]["kl_to_start"]["steps"]) == 2
     assert len(arms["rs_sft"]["kl_to_start"]["steps"]) == cfg.rl.total_steps
+    lrs = {a: {json.loads(x)["charts/learning_rate"] for x in (tmp_path / f"run/arms/{a}/seed1/metrics.jsonl")
+               .read_text().splitlines()} for a in ("sft_kl", "rs_sft")}
+    assert lrs == {"sft_kl": {cfg.sft_kl_learning_rate}, "rs_sft": {cfg.rl.learning_rate}}  # sft_kl's own rate
     assert (tmp_path / "run/arms/grpo_positive/seed1/positive_target.json").exists()
     rows = [json.loads(x) for x in (tmp_path / "run/arms/grpo_shuffled/seed1/metrics.jsonl").read_text().splitlines()]
     assert all("charts/shaped_reward" in r for r in rows)
@@ -82,3 +85,12 @@ def test_control_arms_run_and_the_summary_has_the_endpoints(tmp_path, one_thread
     assert s["primary_endpoints"] == {"primary": "strategy_entropy_rarefied", "primary_cost": "test_success"}
     assert "| GRPO, shuffled rewards |" in sq.headline(s) or "GRPO, shuffled rewards" in (
         tmp_path / "run/report.md").read_text()
+
+
+def test_sft_kl_rate_must_be_positive():
+    from searchgym.errors import ConfigError
+    from searchgym.experiments.squeeze.config import SqueezeConfig
+
+    assert SqueezeConfig.preset(out="x").sft_kl_learning_rate == 1e-3
+    with pytest.raises(ConfigError, match="sft_kl_learning_rate must be > 0"):
+        SqueezeConfig.preset(out="x", sft_kl_learning_rate=0.0).validate()

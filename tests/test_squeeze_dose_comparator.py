@@ -48,7 +48,7 @@ def test_dose_sweep_sft_kl_comparator_stops_at_each_seeds_grpo_kl(tmp_path, one_
     from searchgym.train.tiny_lm import create_tiny_lm, world_texts
 
     mod = load_script("lm_dose")
-    cfg = _tiny_cfg(tmp_path, sft_kl_max_factor=1)
+    cfg = _tiny_cfg(tmp_path, sft_kl_max_factor=1, sft_kl_learning_rate=None)  # the script: the swept GRPO rate
     ctx = Context(cfg, lambda s: None)
     model, tok = create_tiny_lm(world_texts(ctx.world, prompts=[TINY_PROMPT]), tmp_path / "base", cfg.tiny, seed=0)
     ctx.write_meta(tmp_path / "base")

@@ -89,7 +89,12 @@ class SqueezeConfig:
     #                                       arms' optimizer steps per rollout batch, so compute is matched)
     kl_target: float = 0.3                # sft_kl: stop once the KL to the SFT start reaches this (GRPO's at the
     #                                       shipped dose: 0.27-0.36 at step 20 on worlds 0, 1, 5)
-    sft_kl_max_factor: int = 3            # ... or after this many times the RL arms' steps
+    sft_kl_max_factor: int = 2            # ... or after this many times the RL arms' steps (its KL plateaus
+    #                                       by step ~10 at lr 1e-3: 0.09-0.17 over steps 10-60 on world 0)
+    sft_kl_learning_rate: float | None = 1e-3  # sft_kl's rate (None: the RL arms'). Probe on world 0 (docs/
+    #                                       squeeze.md): at 5e-4 the KL stays at 0.02-0.06; at 1e-3 it plateaus at
+    #                                       0.09-0.17 with rollout reward kept; at 2e-3 it reaches 0.30 by step 4
+    #                                       while rollout reward halves (0.375 -> 0.19): matched by damage
     kl_coef: float = 0.05                 # grpo_kl: coefficient of KL(pi || SFT start) (low-variance k3)
     count_coef: float = 0.5               # grpo_count: bonus scale c in r + c*min(1, 1/sqrt(N(question, templates)))
     refresh_every: int = 5                # grpo_sft_refresh: SFT steps on demonstrations every N RL steps
@@ -225,6 +230,8 @@ class SqueezeConfig:
                               f"{self.refresh_steps}")
         if self.kl_coef <= 0 and "grpo_kl" in self.arms:
             raise ConfigError(f"the grpo_kl arm needs kl_coef > 0, got {self.kl_coef}")
+        if self.sft_kl_learning_rate is not None and self.sft_kl_learning_rate <= 0:
+            raise ConfigError(f"sft_kl_learning_rate must be > 0, got {self.sft_kl_learning_rate}")
         if self.kl_target <= 0 or self.sft_kl_max_factor < 1:
             raise ConfigError(f"kl_target must be > 0 and sft_kl_max_factor >= 1, got {self.kl_target}, "
                               f"{self.sft_kl_max_factor}")

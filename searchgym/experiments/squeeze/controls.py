@@ -122,7 +122,8 @@ def run_sft_control(ctx: Any, arm: str, seed: int, start_dir: Path, out_dir: Pat
     ref, _ = load_lm(start_dir, device=c.device)
     ref.eval().requires_grad_(False)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    sargs = replace(continued_sft_args(c), learning_rate=rl.learning_rate)  # the RL arms' learning rate
+    lr = c.sft_kl_learning_rate if arm == "sft_kl" and c.sft_kl_learning_rate else rl.learning_rate
+    sargs = replace(continued_sft_args(c), learning_rate=lr)  # the RL arms' rate unless sft_kl has its own
     opt = torch.optim.AdamW(model.parameters(), lr=sargs.learning_rate, weight_decay=sargs.weight_decay)
     data = _demo_source(ctx, tok, seed) if arm == "sft_kl" else _own_successes
     k = c.sft_steps_per_step()
@@ -140,6 +141,7 @@ def run_sft_control(ctx: Any, arm: str, seed: int, start_dir: Path, out_dir: Pat
                "charts/token_entropy": float(np.mean([x for e in eps for x, m in zip(e.entropies, e.mask) if m]
                                                      or [0.0])),
                "charts/kl_to_start": kl_to_start(ref, eps, pad, c.device, rl.temperature),
+               "charts/learning_rate": sargs.learning_rate,
                "charts/time_rollout": time.time() - t0}
         m = tracker.update(step, [e.trajectory for e in eps],
                            token_entropies=[x for e in eps for x, mm in zip(e.entropies, e.mask) if mm])
