@@ -34,7 +34,7 @@ ARM_LABELS = {
     "rloo": "RLOO",
     "ppo": "PPO-clip",
     # the controls that make a squeeze RL's (issue 31 §2; controls.py)
-    "sft_kl": "SFT (continued, at matched KL to the start)",
+    "sft_kl": "SFT (continued, run up to the RL KL to the start)",
     "rs_sft": "Rejection-sampling SFT (own successes)",
     "grpo_shuffled": "GRPO, shuffled rewards",
     "grpo_positive": "GRPO, positive control (pays one template)",

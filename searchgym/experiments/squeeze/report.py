@@ -192,7 +192,9 @@ def _dose_lines(summary: dict[str, Any]) -> list[str]:
         return []
     labels = {a: (summary["arms"].get(a) or {}).get("label", a) for a in dose}
     moved = [labels[a] for a, d in dose.items() if d["moved"]]
-    parts = [f"{labels[a]} {_f(d.get('kl_to_start_last'))}" for a, d in dose.items()]
+    own = summary["config"].get("sft_kl_learning_rate")  # sft_kl trains at its own rate (None: the RL arms')
+    parts = [f"{labels[a]} {_f(d.get('kl_to_start_last'))}" + (f" (at lr {own:g})" if a == "sft_kl" and own else "")
+             for a, d in dose.items()]
     c = summary["config"]["rl"]
     return [f"- Dose ({c['total_steps']} steps at lr {c['learning_rate']:g}): final per-token KL of the rollouts to "
             f"the SFT start: {'; '.join(parts)}. The RL moved the LM (train success +0.15 or KL ≥ 0.1) in "
