@@ -11,6 +11,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+# floats to 1e-4 (as tests/test_train_pinned.py): the pins were recorded on another CPU, where a float sum takes
+# another vector path and moves the 5th-6th digit (0.4477814 there, 0.4477789 here), never a sampled strategy
+REL, ABS = 1e-4, 1e-9
 PINS = json.loads((Path(__file__).parent / "fixtures" / "squeeze_refactor_pins.json").read_text())
 
 
@@ -28,12 +31,12 @@ def test_strategy_policy_arms_give_the_recorded_figures(one_thread):
     res = run_strategy_experiment(cfg, outcomes=outcomes_for(cfg))
     for arm, pin in PINS["strategy"].items():
         got = res["arms"][arm]
-        assert got["train_success"]["mean"] == pytest.approx(pin["train_success"], rel=1e-6, abs=1e-9), arm
-        assert got["strategy_entropy"]["mean"] == pytest.approx(pin["strategy_entropy"], rel=1e-6, abs=1e-9), arm
-        assert got["test_success"]["mean"] == pytest.approx(pin["test_success"], rel=1e-6, abs=1e-9), arm
+        assert got["train_success"]["mean"] == pytest.approx(pin["train_success"], rel=REL, abs=ABS), arm
+        assert got["strategy_entropy"]["mean"] == pytest.approx(pin["strategy_entropy"], rel=REL, abs=ABS), arm
+        assert got["test_success"]["mean"] == pytest.approx(pin["test_success"], rel=REL, abs=ABS), arm
         assert _deep_close(json.loads(json.dumps(got["history"][0])), pin["history"]), arm
         for k, v in pin["controls"].items():
-            assert got["controls"][k] == pytest.approx(v, rel=1e-6, abs=1e-9), (arm, k)
+            assert got["controls"][k] == pytest.approx(v, rel=REL, abs=ABS), (arm, k)
     assert res["arms"]["grpo"]["controls"]["clip_fraction"] >= 0.0  # a key the old code commented out by mistake
 
 
@@ -75,7 +78,7 @@ def _deep_close(a, b) -> bool:
         assert len(a) == len(b)
         return all(_deep_close(x, y) for x, y in zip(a, b))
     if isinstance(b, float):
-        assert a == pytest.approx(b, rel=1e-6, abs=1e-9)
+        assert a == pytest.approx(b, rel=REL, abs=ABS)
         return True
     assert a == b
     return True
