@@ -1,8 +1,9 @@
 """The LM controls that make a squeeze RL's (issue 31 §2), beside continued SFT and GRPO:
 
-- ``sft_kl``: continued SFT **at matched KL**: the warm start's loss on fresh diverse demonstrations at the RL
-  arms' learning rate, its KL to the SFT start logged every step, stopped once that KL reaches
-  ``cfg.kl_target`` (the RL dose's KL) or after ``cfg.sft_kl_max_factor`` × the RL arms' steps;
+- ``sft_kl``: continued SFT **toward matched KL**: the warm start's loss on fresh diverse demonstrations at
+  ``cfg.sft_kl_learning_rate`` (None: the RL arms' rate), its KL to the SFT start logged every step, stopped once
+  that KL reaches ``cfg.kl_target`` (the RL dose's KL) or after ``cfg.sft_kl_max_factor`` × the RL arms' steps
+  (on world 0 it plateaus below the target: docs/squeeze.md);
 - ``rs_sft``: **rejection-sampling SFT**: every step samples the RL arms' questions from the current policy
   (group size as RL), keeps the successful episodes and takes the RL arms' optimizer steps of SFT on them;
 - ``grpo_shuffled``: GRPO with the rewards **permuted within each step's batch** (:func:`shuffled_rewards`):
