@@ -185,7 +185,7 @@ def _f(v: Any) -> str:
     return "–" if v is None else f"{v:.3f}"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     from searchgym.experiments.squeeze.config import SqueezeConfig
     from searchgym.experiments.squeeze.stages import Context
     from searchgym.experiments.squeeze.start import build_start, shipped_start
@@ -193,6 +193,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--start", default=None, help="an SFT start (model directory, or `shipped`: the package's); "
                                                   "default: build the default pipeline's")
+    ap.add_argument("--world-seed", type=int, default=0,
+                    help="the procedural world (default 0, the shipped start's); another world needs its own start: "
+                         "give --start DIR, or none to build one into OUT (about 35 minutes on one core)")
     ap.add_argument("--lrs", default="3e-4,5e-4,1e-3")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seeds", default="1", help="comma-separated RL seeds per learning rate (seed 1 writes "
@@ -213,13 +216,13 @@ def main() -> None:
     ap.add_argument("--sft-kl-lr", type=float, default=None,
                     help="sft_kl's learning rate (default: each swept GRPO rate, as in the 2026-11-27 probe; the "
                          "squeeze experiment's sft_kl arm runs at its config's sft_kl_learning_rate)")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
 
     import torch
 
     torch.set_num_threads(a.threads)
     out = Path(a.out)
-    cfg = SqueezeConfig.preset(out=str(out), strategy_seeds=0)
+    cfg = SqueezeConfig.preset(out=str(out), strategy_seeds=0, world_seed=a.world_seed)
     if a.sft_kl_max_factor is not None:
         cfg.sft_kl_max_factor = a.sft_kl_max_factor
     cfg.sft_kl_learning_rate = a.sft_kl_lr  # None: the swept GRPO rate

@@ -44,3 +44,12 @@ def test_dose_sweep_on_a_tiny_start(tmp_path, one_thread):
     assert res["dose_lr"] in (None, 1e-4, 3e-2)
     assert (tmp_path / "lr0.03" / "final_model" / "config.json").exists()
     assert (tmp_path / "lr0.03-s2" / "final_model" / "config.json").exists()
+
+
+def test_another_world_refuses_the_shipped_start(tmp_path, capsys):
+    """--world-seed picks the world; the shipped start was built on world 0, so `--start shipped` on world 1 is
+    refused with the start key's reason instead of dosing a start on a world it never saw."""
+    mod = load_script("lm_dose")
+    with pytest.raises(SystemExit, match="--start shipped: .*world"):
+        mod.main(["--world-seed", "1", "--start", "shipped", "--out", str(tmp_path / "d")])
+    assert not (tmp_path / "d" / "sft").exists()
