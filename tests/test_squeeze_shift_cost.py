@@ -4,6 +4,8 @@ exceeds the in-distribution loss on the same question type and the shuffled-rewa
 
 from __future__ import annotations
 
+import pytest
+
 from searchgym.experiments.squeeze.endpoints import shift_cost_block
 from searchgym.experiments.squeeze.report import _cost_words, shift_cost_table
 
@@ -43,8 +45,10 @@ def test_a_loss_the_in_distribution_questions_share_is_not_a_cost():
     words = _cost_words({"estimate": -0.05, "ci": [-0.08, -0.02]}, r)
     assert "**not** a cost of collapse" in words and "a cost:" not in words
     table = "\n".join(shift_cost_table({"shift_cost": {"shift_homonym": r}}))
-    assert "| `shift_homonym` | -0.050 [-0.080, -0.020] | attribute | -0.090 (2 runs) | -0.200 (1 runs) | not a cost" \
-        in table
+    # beside each comparator's mean, its t interval over the runs (two runs here; one shuffled run: none)
+    assert r["in_distribution_ci"] == pytest.approx([-0.217060, 0.037060], abs=1e-5) and r["shuffled_ci"] is None
+    assert ("| `shift_homonym` | -0.050 [-0.080, -0.020] | attribute | -0.090 [-0.217, +0.037] (2 runs) "
+            "| -0.200 (1 runs) | not a cost") in table
 
 
 def test_no_loss_and_missing_comparators_are_said_not_filled():

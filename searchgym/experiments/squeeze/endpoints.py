@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from searchgym.experiments.squeeze.stats import t_interval
+
 TEMPLATE_RAREFY_N = 96   # queries behind the rarefied template entropy: one n for every arm, split and filter
 FLOOR = 0.2              # a shift split whose start is under this cannot show a loss
 RENAME_SPLITS = ("shift_renamed", "shift_homonym")
@@ -265,8 +267,9 @@ def shift_cost_block(units: list[dict[str, Any]], shuffled_runs: list[dict[str, 
     success of that family, the mean over ``units``) and the shuffled-reward arm's loss on the split
     (``grpo_shuffled`` − ``base``, the mean over ``shuffled_runs``).
 
-    The two comparators are point estimates: the summaries keep per-family success as a mean per arm, not per
-    seed. Verdicts: ``cost``, ``not_a_cost`` (a loss that does not exceed both; ``why`` says which), ``no_loss``
+    The rule compares the loss with the two comparators' means; beside each mean is its t interval over the runs
+    (``in_distribution_ci``, ``shuffled_ci``; None under two runs): the summaries keep per-family success as a
+    mean per arm, not per seed, so a run is the unit, and runs on one world are not independent. Verdicts: ``cost``, ``not_a_cost`` (a loss that does not exceed both; ``why`` says which), ``no_loss``
     (the interval is not below 0), ``unknown`` (no interval, or a comparator is missing: ``why``)."""
     out: dict[str, Any] = {}
     for key, e in re_endpoints.items():
@@ -279,8 +282,9 @@ def shift_cost_block(units: list[dict[str, Any]], shuffled_runs: list[dict[str, 
         shuf = [x - y for s in shuffled_runs
                 if (x := _arm_mean(s, "grpo_shuffled", sp)) is not None and (y := _arm_mean(s, base, sp)) is not None]
         row = {"loss": {"estimate": e.get("estimate"), "ci": e.get("ci")}, "family": fam,
-               "in_distribution_loss": _mean(ind), "in_distribution_units": len(ind),
-               "shuffled_loss": _mean(shuf), "shuffled_runs": len(shuf)}
+               "in_distribution_loss": _mean(ind), "in_distribution_ci": t_interval(ind),
+               "in_distribution_units": len(ind),
+               "shuffled_loss": _mean(shuf), "shuffled_ci": t_interval(shuf), "shuffled_runs": len(shuf)}
         row["verdict"], row["why"] = _cost_verdict(row)
         out[sp] = row
     return out

@@ -575,6 +575,10 @@ def headline_markdown(summary: dict[str, Any], worlds: dict[str, Any] | None = N
     return "\n".join(lines) + "\n"
 
 
+def _ci_sgn(ci: list[float] | None) -> str:
+    return f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if ci else ""
+
+
 def shift_cost_table(worlds: dict[str, Any] | None) -> list[str]:
     """The pre-registered cost rule per shift split that can show a loss (worlds.json ``shift_cost``)."""
     rows = (worlds or {}).get("shift_cost") or {}
@@ -583,12 +587,14 @@ def shift_cost_table(worlds: dict[str, Any] | None) -> list[str]:
     lines = ["", ("**Is a shift loss a cost?** (pre-registered: GRPO − continued SFT on the split, worlds and starts as "
                   "random effects, must exceed GRPO − continued SFT on train questions of the same type, mean over "
                   "the same runs, and shuffled-reward GRPO − continued SFT on the split, mean over the controls "
-                  "runs):"), "",
+                  "runs; beside each mean its t interval over the runs, for reading only):"), "",
              "| split | loss (random effects) | question type | in-distribution loss | shuffled-reward loss | verdict |",
              "|---|---|---|---|---|---|"]
     for sp, r in rows.items():
-        lines.append(f"| `{sp}` | {_re(r['loss'])} | {r['family'] or '–'} | {_sgn(r['in_distribution_loss'])} "
-                     f"({r['in_distribution_units']} runs) | {_sgn(r['shuffled_loss'])} ({r['shuffled_runs']} runs) "
+        lines.append(f"| `{sp}` | {_re(r['loss'])} | {r['family'] or '–'} "
+                     f"| {_sgn(r['in_distribution_loss'])}{_ci_sgn(r.get('in_distribution_ci'))} "
+                     f"({r['in_distribution_units']} runs) "
+                     f"| {_sgn(r['shuffled_loss'])}{_ci_sgn(r.get('shuffled_ci'))} ({r['shuffled_runs']} runs) "
                      f"| {r['verdict'].replace('_', ' ')}: {r['why']} |")
     return lines
 

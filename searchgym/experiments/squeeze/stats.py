@@ -54,6 +54,17 @@ def diff_ci(a: list[float], b: list[float], *, power: float = 0.8, alpha: float 
     return out
 
 
+def t_interval(values: list[float], level: float = 0.95) -> list[float] | None:
+    """The t interval of the mean of ``values`` (None for fewer than two)."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    m, sd = float(np.mean(values)), float(np.std(values, ddof=1))
+    h = float(t.ppf(0.5 + level / 2, len(values) - 1)) * sd / math.sqrt(len(values))
+    return [m - h, m + h]
+
+
 def excludes_zero(ci: list[float]) -> bool:
     """A finite interval that does not cover 0 (a non-finite one shows nothing: never "difference")."""
     return all(math.isfinite(x) for x in ci) and not (ci[0] <= 0 <= ci[1])

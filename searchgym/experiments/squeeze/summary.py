@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from searchgym.experiments.squeeze.config import SFT_ARMS, SHIFT_SPLITS
-from searchgym.experiments.squeeze.stats import comparisons, passk_crossing
+from searchgym.experiments.squeeze.stats import comparisons, passk_crossing, t_interval
 
 
 def _ms(values: list[float]) -> dict[str, Any]:
@@ -20,14 +20,8 @@ def _ms(values: list[float]) -> dict[str, Any]:
     if not v:
         return {"mean": None, "sd": None, "ci": None, "values": []}
     sd = float(np.std(v, ddof=1)) if len(v) > 1 else 0.0
-    m = float(np.mean(v))
-    ci = None
-    if len(v) > 1:  # 95% t-interval of the mean over seeds
-        from scipy.stats import t
-
-        h = float(t.ppf(0.975, len(v) - 1)) * sd / math.sqrt(len(v))
-        ci = [m - h, m + h]
-    return {"mean": m, "sd": sd, "ci": ci, "values": v}
+    # 95% t-interval of the mean over seeds
+    return {"mean": float(np.mean(v)), "sd": sd, "ci": t_interval(v), "values": v}
 
 
 def _read_rows(path: Path) -> list[dict]:
