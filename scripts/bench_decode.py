@@ -19,7 +19,10 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import Self
 
 
 class _AttentionTimer:
@@ -32,7 +35,7 @@ class _AttentionTimer:
         self.seconds = 0.0
         self._fn = torch.nn.functional.scaled_dot_product_attention
 
-    def __enter__(self) -> _AttentionTimer:
+    def __enter__(self) -> Self:
         import torch
 
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -45,7 +48,7 @@ class _AttentionTimer:
         torch.nn.functional.scaled_dot_product_attention = timed
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         import torch
 
         torch.nn.functional.scaled_dot_product_attention = self._fn
