@@ -100,11 +100,11 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
                 runs[-1]["comparator"] = c
                 print(f"lr {lr:g} seed {seed} {comparator}: success {s0:.3f} -> {c['success']:.3f}, final KL "
                       f"{c['kl_last']}; GRPO − {comparator} {s1 - c['success']:+.3f} ({c['seconds']:.0f}s)", flush=True)
-        res["lrs"][f"{lr:g}"] = _across_seeds(runs)
-        if comparator:
-            res["lrs"][f"{lr:g}"]["vs_comparator"] = _vs_comparator(runs, comparator)
-        if json_path is not None:  # what finished survives an interrupted sweep
-            json_path.write_text(json.dumps(res, indent=1))
+            res["lrs"][f"{lr:g}"] = _across_seeds(runs)
+            if comparator:
+                res["lrs"][f"{lr:g}"]["vs_comparator"] = _vs_comparator(runs, comparator)
+            if json_path is not None:  # every finished seed survives an interrupted sweep
+                json_path.write_text(json.dumps(res, indent=1))
     moved = [float(k) for k, v in res["lrs"].items() if v["moved"]]
     res["dose_lr"] = min(moved) if moved else None
     return res
