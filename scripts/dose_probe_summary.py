@@ -64,15 +64,14 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     import numpy as np
     from scipy.stats import t
 
+    from searchgym.experiments.squeeze.stats import t_interval
+
     d = [r["grpo_success"] - r["sft_success"] for r in rows]
     n = len(d)
-    out: dict[str, Any] = {"n_seeds": n, "mean": float(np.mean(d)) if d else None, "ci95": None,
+    out: dict[str, Any] = {"n_seeds": n, "mean": float(np.mean(d)) if d else None, "ci95": t_interval(d),
                            "one_sided_p": None}
     if n >= 2:
-        sd = float(np.std(d, ddof=1))
-        se = sd / math.sqrt(n)
-        h = float(t.ppf(0.975, n - 1)) * se
-        out["ci95"] = [out["mean"] - h, out["mean"] + h]
+        se = float(np.std(d, ddof=1)) / math.sqrt(n)
         out["one_sided_p"] = float(t.sf(out["mean"] / se, n - 1)) if se > 0 else None
         out["grpo_sd"] = float(np.std([r["grpo_success"] for r in rows], ddof=1))
         out["sft_sd"] = float(np.std([r["sft_success"] for r in rows], ddof=1))

@@ -112,16 +112,10 @@ def dose_sweep(ctx: Any, start: Path, lrs: list[float], steps: int, out: Path, *
 
 def _vs_comparator(runs: list[dict[str, Any]], arm: str) -> dict[str, Any]:
     """GRPO − comparator train-pool success per seed (same seed, same start), its mean and 95% t-interval."""
-    import math
+    from searchgym.experiments.squeeze.stats import t_interval
 
     d = [r["success"] - r["comparator"]["success"] for r in runs]
-    out: dict[str, Any] = {"arm": arm, "diffs": d, "mean": float(np.mean(d)), "ci": None, "n_seeds": len(d)}
-    if len(d) >= 2:
-        from scipy.stats import t
-
-        h = float(t.ppf(0.975, len(d) - 1)) * float(np.std(d, ddof=1)) / math.sqrt(len(d))
-        out["ci"] = [out["mean"] - h, out["mean"] + h]
-    return out
+    return {"arm": arm, "diffs": d, "mean": float(np.mean(d)), "ci": t_interval(d), "n_seeds": len(d)}
 
 
 def _moved(success_change: float | None, kl_last: float | None) -> bool:

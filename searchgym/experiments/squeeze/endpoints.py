@@ -269,8 +269,9 @@ def shift_cost_block(units: list[dict[str, Any]], shuffled_runs: list[dict[str, 
 
     The rule compares the loss with the two comparators' means; beside each mean is its t interval over the runs
     (``in_distribution_ci``, ``shuffled_ci``; None under two runs): the summaries keep per-family success as a
-    mean per arm, not per seed, so a run is the unit, and runs on one world are not independent. Verdicts: ``cost``, ``not_a_cost`` (a loss that does not exceed both; ``why`` says which), ``no_loss``
-    (the interval is not below 0), ``unknown`` (no interval, or a comparator is missing: ``why``)."""
+    mean per arm, not per seed, so a run is the unit, and runs on one world are not independent. Verdicts:
+    ``cost``, ``not_a_cost`` (a loss that does not exceed both; ``why`` says which), ``no_loss`` (the interval is
+    not below 0), ``unknown`` (no interval, or a comparator is missing: ``why``)."""
     out: dict[str, Any] = {}
     for key, e in re_endpoints.items():
         sp = key.removeprefix("shift:")
