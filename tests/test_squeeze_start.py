@@ -112,7 +112,7 @@ def test_presets_and_cli_flags(tmp_path):
 
     from searchgym.cli import app
     from searchgym.errors import ConfigError
-    from searchgym.experiments.squeeze.config import LONG_RL, SqueezeConfig
+    from searchgym.experiments.squeeze.config import LEARNS_RL, LONG_RL, SqueezeConfig
 
     q = SqueezeConfig.preset(True)
     assert q.quick and q.preset_name == "quick" and q.start_from == "shipped"
@@ -131,6 +131,9 @@ def test_presets_and_cli_flags(tmp_path):
 
     assert d.gate_samples == q.gate_samples == (read_manifest() or {})["gate"]["samples"]
     assert long.rl.learning_rate == LONG_RL["learning_rate"]
+    learns = SqueezeConfig.preset(name="learns")
+    assert (learns.rl.total_steps, learns.rl.learning_rate) == (100, 2e-4) == tuple(LEARNS_RL.values())
+    assert learns.start_from == "shipped" and learns.preset_name == "learns"
     # the quick preset starts from the default pipeline's start: world and recipe are the default's
     for k in ("n_entities", "world_seed", "demo_passes", "tiny", "pretrain", "sft", "max_turns", "top_k",
               "passage_chars"):
@@ -141,6 +144,8 @@ def test_presets_and_cli_flags(tmp_path):
     assert r.exit_code == 2 and "contradicts" in r.output
     r = CliRunner().invoke(app, ["squeeze", "--ship-start", "--out", str(tmp_path / "x")])
     assert r.exit_code == 2 and "--only-start" in r.output
+    r = CliRunner().invoke(app, ["squeeze", "--quick", "--learning-rate", "0", "--out", str(tmp_path / "y")])
+    assert r.exit_code == 2 and "learning_rate must be > 0" in r.output
 
 
 def test_the_shipped_start_is_intact_and_fits_the_quick_preset():

@@ -106,6 +106,8 @@ class RLArgs:
             raise ConfigError(f"policy_loss={self.policy_loss!r}; choose one of {POLICY_LOSSES}")
         if self.kl_estimator not in KL_KINDS:
             raise ConfigError(f"kl_estimator={self.kl_estimator!r}; choose one of {KL_KINDS}")
+        if not self.learning_rate > 0:
+            raise ConfigError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.temperature <= 0:
             raise ConfigError(f"temperature must be > 0 for RL sampling, got {self.temperature}")
         if not (0 <= self.clip_low <= 1) or self.clip_high < 0:  # Clip-Cov's released scripts use 1

@@ -35,8 +35,10 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
     def squeeze_cmd(
         quick: bool = typer.Option(False, "--quick", help="Alias of --preset quick."),
         preset: str = typer.Option(None, "--preset", help="quick (about 2.5 minutes: short RL arms from the shipped SFT "
-                                                          "start), default, or long (the RL dose that moves the "
-                                                          "LM; docs/squeeze.md 'The RL dose')."),
+                                                          "start), default, long (the RL dose that moves the "
+                                                          "LM; docs/squeeze.md 'The RL dose') or learns (lr 2e-4 x "
+                                                          "100 steps, the dose at which GRPO raises train success; "
+                                                          "'A dose that learns')."),
         only_start: bool = typer.Option(False, "--only-start", help="Stop after the SFT start and its competence "
                                                                     "gate (OUT/sft/model, OUT/start.json)."),
         ship_start: bool = typer.Option(False, "--ship-start", help="With --only-start: copy the SFT start into "
@@ -63,6 +65,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                                  "of running them for findings the report marks unusable."),
         arms: str = typer.Option(None, "--arms", help=_arms_help()),
         steps: int = typer.Option(None, "--steps", help="RL policy steps per arm."),
+        learning_rate: float = typer.Option(None, "--learning-rate", help="The RL arms' learning rate (default "
+                                                                          "the preset's: 5e-4; learns: 2e-4)."),
         minibatches: int = typer.Option(None, "--minibatches", help="Optimizer steps (mini-batches) per rollout "
                                                                     "batch in every RL arm (default 4; 1 = the "
                                                                     "ratio never moves, Clip-/KL-Cov cannot act)."),
@@ -137,6 +141,8 @@ def register(app: typer.Typer, groups: dict[str, typer.Typer]) -> None:
                                  micro_batch_size=8)
                 cfg.sft = replace(cfg.sft, learning_rate=1e-5, micro_batch_size=4, warmup_steps=5,
                                   max_steps=100, context_loss_weight=0.0)
+            if learning_rate is not None:
+                cfg.rl = replace(cfg.rl, learning_rate=float(learning_rate))
             summary = sq.run(cfg, log=lambda s: console.print(s, highlight=False))
         except CompetenceGateError as e:
             console.print(f"[yellow]{e}[/yellow]")

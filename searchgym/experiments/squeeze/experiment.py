@@ -275,7 +275,8 @@ def _arms_todo(r: _Run) -> tuple[list[tuple[str, int]], dict[tuple[str, int], di
                                  list[tuple[int, str, int]]]:
     """Every (arm, seed) run, those finished by an earlier invocation (``--resume``), and those to run."""
     cfg = r.cfg
-    runs = [(arm, s + 1) for arm in cfg.arms for s in range(cfg.seeds)]
+    # seed-major: a run stopped part-way (for time) has every arm at the seeds it finished, not some arms only
+    runs = [(arm, s + 1) for s in range(cfg.seeds) for arm in cfg.arms]
     results: dict[tuple[str, int], dict[str, Any]] = {}
     todo = []
     for i, (arm, seed) in enumerate(runs, 1):
