@@ -35,9 +35,10 @@ def test_one_job_or_one_task_spawns_no_pool():
     assert ordered_map(abs, [-1, -2], 1) == [1, 2]
 
 
-def test_the_arms_pool_submits_the_slowest_arms_first_and_keeps_order_within_them():
-    from searchgym.experiments.squeeze.experiment import _longest_first
+def test_the_arms_pool_goes_seed_by_seed_with_the_slowest_arms_of_a_seed_first():
+    from searchgym.experiments.squeeze.experiment import _seed_then_longest
 
-    todo = [(1, "sft", 1), (2, "grpo", 1), (3, "sft_kl", 1), (4, "grpo_kl", 1), (5, "ppo", 1), (6, "sft", 2)]
-    order = [(arm, seed) for _, arm, seed in sorted(todo, key=_longest_first)]
-    assert order == [("sft_kl", 1), ("sft", 1), ("sft", 2), ("ppo", 1), ("grpo", 1), ("grpo_kl", 1)]
+    todo = [(1, "sft", 1), (2, "grpo", 1), (3, "sft_kl", 1), (4, "grpo_kl", 1), (5, "ppo", 1), (6, "sft", 2),
+            (7, "grpo", 2)]
+    order = [(arm, seed) for _, arm, seed in sorted(todo, key=_seed_then_longest)]
+    assert order == [("sft_kl", 1), ("sft", 1), ("ppo", 1), ("grpo", 1), ("grpo_kl", 1), ("sft", 2), ("grpo", 2)]

@@ -325,9 +325,11 @@ def _arms_stage(r: _Run, ctx: Context, sft_model: Path, gate_rec: dict[str, Any]
 _SLOWEST_ARMS = ("sft_kl", "rs_sft", "sft", "ppo", "grpo_critique", "grpo_sft_refresh")
 
 
-def _longest_first(job: tuple[int, str, int]) -> tuple[int, int]:
-    i, arm, _ = job
-    return (_SLOWEST_ARMS.index(arm) if arm in _SLOWEST_ARMS else len(_SLOWEST_ARMS), i)
+def _seed_then_longest(job: tuple[int, str, int]) -> tuple[int, int, int]:
+    """Seed by seed (a run stopped for time has every arm at the seeds it finished), the slowest arms of a seed
+    first."""
+    i, arm, seed = job
+    return (seed, _SLOWEST_ARMS.index(arm) if arm in _SLOWEST_ARMS else len(_SLOWEST_ARMS), i)
 
 
 def _arms_in_pool(r: _Run, sft_model: Path, gate_rec: dict[str, Any], start_eval: dict[str, Any] | None,
@@ -346,7 +348,7 @@ def _arms_in_pool(r: _Run, sft_model: Path, gate_rec: dict[str, Any], start_eval
                              initializer=_worker_init, initargs=(r.cfg,)) as pool:
         start_fut = pool.submit(_worker_start, str(sft_model), gate_rec) if start_in_pool else None
         futs = {pool.submit(_worker_run, arm, seed, str(sft_model)): (arm, seed)
-                for _, arm, seed in sorted(todo, key=_longest_first)}
+                for _, arm, seed in sorted(todo, key=_seed_then_longest)}
         for f in as_completed([*futs, *([start_fut] if start_fut else [])]):
             if f is start_fut:
                 start_eval, t = f.result()
