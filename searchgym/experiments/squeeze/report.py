@@ -197,8 +197,8 @@ def _dose_lines(summary: dict[str, Any]) -> list[str]:
              for a, d in dose.items()]
     c = summary["config"]["rl"]
     return [f"- Dose ({c['total_steps']} steps at lr {c['learning_rate']:g}): final per-token KL of the rollouts to "
-            f"the SFT start: {'; '.join(parts)}. The RL moved the LM (train success +0.15 or KL ≥ 0.1) in "
-            f"{len(moved)} of {len(dose)} RL arms" + (f" ({', '.join(moved)})." if moved else
+            f"the SFT start: {'; '.join(parts)}. {len(moved)} of {len(dose)} "
+            f"arms moved the LM (train success +0.15 or KL ≥ 0.1)" + (f" ({', '.join(moved)})." if moved else
                                                     ": at this dose a null is a null of a policy that barely moved.")]
 
 

@@ -272,7 +272,7 @@ def build_summary(cfg: Any, out: Path, start_eval: dict, arm_results: dict[str, 
         a, b = findings["grpo"]["slot_entropy_delta"], findings["sft"]["slot_entropy_delta"]
         if a is not None and b is not None:
             findings["rl_squeezes_more_than_sft"] = bool(a < b)
-    rl_arms = [a for a in arms if a != "sft"]
+    rl_arms = [a for a in arms if a not in SFT_ARMS]  # rejection-sampling SFT is a control, not an RL arm
     findings["rl_improves_train_reward"] = {a: bool((findings[a]["train_success_delta"] or 0) > 0) for a in rl_arms}
 
     comp = competence(cfg, start_eval)
