@@ -124,3 +124,22 @@ def test_a_second_start_of_a_world_is_a_unit_but_not_a_degree_of_freedom():
     with pytest.raises(ConfigError, match="share one SFT start"):
         random_effects_block([sums[0], sums[1], run(1, 2.2, 99.0)])
     assert any("| 3 (5 starts) |" in line for line in random_effects_lines(b))
+
+
+def test_the_script_sets_grpo_against_rejection_sampling_sft_with_base(tmp_path):
+    """--base rs_sft: the RL-specific contrast the README headline quotes (strategy entropy GRPO − rejection-sampling
+    SFT +0.005 [-0.071, +0.080] over worlds 0, 1, 5 as random effects)."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    runs = [root / "results" / f"squeeze-controls-w{w}-v3" for w in (0, 1, 5)]
+    spec = importlib.util.spec_from_file_location("sre", root / "scripts" / "squeeze_random_effects.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.main([*map(str, runs), "--base", "rs_sft", "--json", str(tmp_path / "re.json")]) == 0
+    b = json.loads((tmp_path / "re.json").read_text())["grpo"]
+    e = b["endpoints"]["strategy_entropy_rarefied"]
+    assert b["base"] == "rs_sft" and [round(x, 3) for x in (e["estimate"], *e["ci"])] == [0.005, -0.071, 0.080]
+    assert "+0.005 [-0.071, +0.080]" in (root / "README.md").read_text()
