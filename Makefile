@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo sft-start squeeze squeeze-worlds test test-slow test-ray test-integrations bench lint typecheck docs dist clean venv
+.PHONY: demo sft-start squeeze squeeze-worlds squeeze-learns test test-slow test-ray test-integrations bench lint typecheck docs dist clean venv
 
 venv: $(STAMP)
 
@@ -53,6 +53,16 @@ squeeze-worlds: $(STAMP)
 	    rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 3 ] || exit $$rc; done
 	$(VENV)/bin/searchgym squeeze --headline --out runs/squeeze \
 	    --worlds $$(for w in $(WORLDS); do printf 'runs/squeeze-w%s,' $$w; done) --readme README.md
+
+# The squeeze at the dose that learns (--preset learns: lr 2e-4 x 100 steps) with both controls, 6 seeds: world 0
+# from the shipped start, world 1 from the start stored with the dose probe (docs/squeeze.md, "The squeeze at the
+# dose that learns"). About an hour per world on 2 cores; --resume continues an interrupted world.
+LEARNS_ARMS ?= sft,grpo,rs_sft,grpo_shuffled
+squeeze-learns: $(STAMP)
+	$(VENV)/bin/searchgym squeeze --preset learns --arms $(LEARNS_ARMS) --seeds 6 --strategy-seeds 0 --passk-max 0 \
+	    --out runs/learns-w0 --resume
+	$(VENV)/bin/searchgym squeeze --preset learns --world-seed 1 --start-from results/dose-probe-lr2e-4-world1/start \
+	    --arms $(LEARNS_ARMS) --seeds 6 --strategy-seeds 0 --passk-max 0 --out runs/learns-w1 --resume
 
 # `make test`: the fast suite (under 5 minutes on 2 cores). `make test-slow`: the benchmarks, end-to-end soaks and
 # full pipeline runs (-m slow); .ci/run runs both. SLOW_ARGS narrows the slow run (.ci/run leaves out what its other

@@ -88,3 +88,34 @@ def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
     for call in calls:
         cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
         cmd.make_context(call[0], call[1:])  # raises click.UsageError on an unknown option
+
+
+def test_squeeze_learns_runs_both_worlds_at_the_learning_dose_and_parses(tmp_path):
+    """`make squeeze-learns`: worlds 0 and 1 at --preset learns with both controls, resumable; world 1 from the
+    start stored with the dose probe (which exists in the tree); every call parses under the real command."""
+    import typer
+
+    from searchgym.cli import app
+
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    log = tmp_path / "calls.txt"
+    sg = venv / "bin" / "searchgym"
+    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
+    sg.chmod(0o755)
+    (venv / ".installed").touch()
+    os.utime(venv / ".installed", (4e9, 4e9))
+    r = _make(tmp_path, "squeeze-learns", f"VENV={venv}")
+    assert r.returncode == 0, r.stderr
+    calls = [ln.split() for ln in log.read_text().splitlines()]
+    assert len(calls) == 2
+    for w, call in zip((0, 1), calls):
+        assert call[call.index("--preset") + 1] == "learns" and "--resume" in call
+        assert call[call.index("--arms") + 1] == "sft,grpo,rs_sft,grpo_shuffled"
+        assert call[call.index("--out") + 1] == f"runs/learns-w{w}"
+    start = calls[1][calls[1].index("--start-from") + 1]
+    assert (ROOT / start / "config.json").exists() and calls[1][calls[1].index("--world-seed") + 1] == "1"
+    group = typer.main.get_command(app)
+    for call in calls:
+        cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
+        cmd.make_context(call[0], call[1:])
