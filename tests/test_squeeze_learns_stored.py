@@ -10,7 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = (ROOT / "docs" / "squeeze.md").read_text(encoding="utf-8")
-RUNS = {0: ROOT / "results" / "squeeze-learns-w0"}
+RUNS = {w: ROOT / "results" / f"squeeze-learns-w{w}" for w in (0, 1)}
 
 
 def _ci(c: dict) -> str:
@@ -36,8 +36,9 @@ def test_the_run_is_the_learns_preset_with_every_control(world):
     assert s["competence"]["passed"]
 
 
-def test_world0_contrasts_and_verdicts_are_the_ones_the_docs_quote():
-    s = _summary(0)
+@pytest.mark.parametrize("world", sorted(RUNS))
+def test_contrasts_and_verdicts_are_the_ones_the_docs_quote(world):
+    s = _summary(world)
     ends = s["rl_specific"]["endpoints"]
     rows = {"strategy_entropy_rarefied": "strategy entropy, rarefied (primary)",
             "template_entropy_rarefied": "template entropy, rarefied",
@@ -58,8 +59,9 @@ def test_world0_contrasts_and_verdicts_are_the_ones_the_docs_quote():
     assert rs[0] < 0 < rs[1] and ends["strategy_entropy_rarefied"]["verdict"] == "not_rl_specific"
 
 
-def test_world0_per_arm_row_is_the_summary():
-    s = _summary(0)
+@pytest.mark.parametrize("world", sorted(RUNS))
+def test_per_arm_rows_are_the_summary(world):
+    s = _summary(world)
     a = s["arms"]
     kl = {k: s["dose"][k]["kl_to_start_last"] for k in ("sft", "grpo", "rs_sft", "grpo_shuffled")}
     for arm, label in (("sft", "continued SFT"), ("grpo", "GRPO"), ("rs_sft", "rejection-sampling SFT"),
@@ -71,3 +73,18 @@ def test_world0_per_arm_row_is_the_summary():
                 b["shift"]["shift_homonym"]["mean"]]
         line = f"| {label} | " + " | ".join(f"{v:.3f}" for v in vals) + " |"
         assert line in DOCS, line
+
+
+def test_two_worlds_as_random_effects_are_the_docs_figures(tmp_path):
+    """With worlds 0 and 1 as random effects (t on 1 df) the primary endpoint's interval covers 0, as the docs say."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sre", ROOT / "scripts" / "squeeze_random_effects.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    runs = [str(RUNS[w]) for w in (0, 1)]
+    for base, row in (("sft", "−0.188 [−0.424, +0.049] (p 0.063)"), ("rs_sft", "−0.025 [−0.273, +0.223]")):
+        assert mod.main([*runs, "--base", base, "--json", str(tmp_path / f"{base}.json")]) == 0
+        e = json.loads((tmp_path / f"{base}.json").read_text())["grpo"]["endpoints"]["strategy_entropy_rarefied"]
+        got = f"{e['estimate']:+.3f} [{e['ci'][0]:+.3f}, {e['ci'][1]:+.3f}]".replace("-", "−")
+        assert row.startswith(got) and row in DOCS and e["ci"][0] < 0 < e["ci"][1] and e["k"] == 2
