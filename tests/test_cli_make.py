@@ -58,56 +58,52 @@ def test_venv_recipe_announces_each_step(tmp_path):
     assert dry.stdout.count("[venv ") == 4
 
 
-def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
-    """`make squeeze-worlds`: worlds 1-5 each with their own start (resumable; a world whose start fails the gate
-    stops with exit code 3 and the recipe goes on), then the headline pooled over the worlds; every call it makes
-    parses under the real `searchgym` command (no option that does not exist)."""
-    import typer
-
-    from searchgym.cli import app
-
+def _calls_of_make(tmp_path: Path, target: str, extra_sh: str = "") -> list[list[str]]:
+    """Run ``make TARGET`` with a fake ``searchgym`` that logs its arguments (and runs ``extra_sh``); its calls."""
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     log = tmp_path / "calls.txt"
     sg = venv / "bin" / "searchgym"
-    # world 2's start "fails its gate": exit code 3, which the recipe takes as "this world stops here"
-    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\ncase "$*" in *"--world-seed 2 "*) exit 3;; esac\n')
+    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\n{extra_sh}')
     sg.chmod(0o755)
     (venv / ".installed").touch()
     os.utime(venv / ".installed", (4e9, 4e9))
-    r = _make(tmp_path, "squeeze-worlds", f"VENV={venv}")
+    r = _make(tmp_path, target, f"VENV={venv}")
     assert r.returncode == 0, r.stderr
-    calls = [ln.split() for ln in log.read_text().splitlines()]
+    return [ln.split() for ln in log.read_text().splitlines()]
+
+
+def _parse_under_the_real_cli(calls: list[list[str]]) -> None:
+    """Every call parses under the real `searchgym` command (click.UsageError on an unknown option)."""
+    import typer
+
+    from searchgym.cli import app
+
+    group = typer.main.get_command(app)
+    for call in calls:
+        cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
+        cmd.make_context(call[0], call[1:])
+
+
+def test_make_squeeze_worlds_runs_two_worlds_then_pools_them(tmp_path):
+    """`make squeeze-worlds`: worlds 1-5 each with their own start (resumable; a world whose start fails the gate
+    stops with exit code 3 and the recipe goes on), then the headline pooled over the worlds; every call it makes
+    parses under the real `searchgym` command (no option that does not exist)."""
+    # world 2's start "fails its gate": exit code 3, which the recipe takes as "this world stops here"
+    calls = _calls_of_make(tmp_path, "squeeze-worlds", 'case "$*" in *"--world-seed 2 "*) exit 3;; esac\n')
     assert len(calls) == 6
     for w, call in zip((1, 2, 3, 4, 5), calls):
         assert call[call.index("--world-seed") + 1] == str(w) and "--resume" in call
         assert call[call.index("--start-from") + 1] == "train" and "--stop-on-failed-gate" in call
     assert "--headline" in calls[5]
     assert calls[5][calls[5].index("--worlds") + 1].rstrip(",").split(",") == [f"runs/squeeze-w{w}" for w in range(1, 6)]
-    group = typer.main.get_command(app)
-    for call in calls:
-        cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
-        cmd.make_context(call[0], call[1:])  # raises click.UsageError on an unknown option
+    _parse_under_the_real_cli(calls)
 
 
 def test_squeeze_learns_runs_both_worlds_at_the_learning_dose_and_parses(tmp_path):
     """`make squeeze-learns`: worlds 0 and 1 at --preset learns with both controls, resumable; world 1 from the
     start stored with the dose probe (which exists in the tree); every call parses under the real command."""
-    import typer
-
-    from searchgym.cli import app
-
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    log = tmp_path / "calls.txt"
-    sg = venv / "bin" / "searchgym"
-    sg.write_text(f'#!/bin/sh\necho "$*" >> {log}\n')
-    sg.chmod(0o755)
-    (venv / ".installed").touch()
-    os.utime(venv / ".installed", (4e9, 4e9))
-    r = _make(tmp_path, "squeeze-learns", f"VENV={venv}")
-    assert r.returncode == 0, r.stderr
-    calls = [ln.split() for ln in log.read_text().splitlines()]
+    calls = _calls_of_make(tmp_path, "squeeze-learns")
     assert len(calls) == 2
     for w, call in zip((0, 1), calls):
         assert call[call.index("--preset") + 1] == "learns" and "--resume" in call
@@ -115,7 +111,4 @@ def test_squeeze_learns_runs_both_worlds_at_the_learning_dose_and_parses(tmp_pat
         assert call[call.index("--out") + 1] == f"runs/learns-w{w}"
     start = calls[1][calls[1].index("--start-from") + 1]
     assert (ROOT / start / "config.json").exists() and calls[1][calls[1].index("--world-seed") + 1] == "1"
-    group = typer.main.get_command(app)
-    for call in calls:
-        cmd = group.get_command(None, call[0])  # type: ignore[attr-defined]
-        cmd.make_context(call[0], call[1:])
+    _parse_under_the_real_cli(calls)
