@@ -88,3 +88,11 @@ def test_two_worlds_as_random_effects_are_the_docs_figures(tmp_path):
         e = json.loads((tmp_path / f"{base}.json").read_text())["grpo"]["endpoints"]["strategy_entropy_rarefied"]
         got = f"{e['estimate']:+.3f} [{e['ci'][0]:+.3f}, {e['ci'][1]:+.3f}]".replace("-", "−")
         assert row.startswith(got) and row in DOCS and e["ci"][0] < 0 < e["ci"][1] and e["k"] == 2
+
+
+def test_the_report_names_a_start_given_by_path():
+    """World 1 started from a stored start given by path: the gate line says so (it said 'trained in this run')."""
+    from searchgym.experiments.squeeze.report import _gate_line
+
+    assert _gate_line(_summary(1))[0].startswith("- The SFT start (from results/dose-probe-lr2e-4-world1/start) passes")
+    assert _gate_line(_summary(0))[0].startswith("- The SFT start (shipped with the package) passes")

@@ -206,10 +206,12 @@ def _gate_line(summary: dict[str, Any]) -> list[str]:
     comp = summary.get("competence") or {}
     if not comp.get("passed"):
         return []
-    src = (summary.get("sft_start") or {}).get("source")
+    start = summary.get("sft_start") or {}
+    src = start.get("source")
+    where = {"shipped": "shipped with the package", "path": f"from {start.get('path')}"}.get(src, "trained in this run")
     k = comp.get("successes")
     n = comp.get("questions")
-    return [f"- The SFT start ({'shipped with the package' if src == 'shipped' else 'trained in this run'}) passes "
+    return [f"- The SFT start ({where}) passes "
             f"the competence gate: on its own {n} test questions"
             + (f" ({k:.1f} solved)" if k is not None else "")
             + f" the 95% Wilson lower bound of its success is {_f(comp.get('lower_bound'))} ≥ {comp.get('gate')} "
