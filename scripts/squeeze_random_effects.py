@@ -3,10 +3,11 @@
     python scripts/squeeze_random_effects.py results/squeeze-default-v3 results/squeeze-world1-v3 \
         results/squeeze-world5-v3 [--arm grpo] [--base sft] [--json OUT.json]
 
-Prints one markdown table per arm (arm − continued SFT, or − ``--base``, e.g. rs_sft for the RL-specific contrast: DerSimonian–Laird with a t interval on k − 1 df, HKSJ
-beside it, τ², k worlds); with ``--json`` also writes the blocks. Worlds whose start failed the competence gate
-are left out (as the headline does). Two runs of one world from different SFT starts are two units (random effects
-over worlds and starts); the same start given twice is refused."""
+Prints one markdown table per arm (arm − continued SFT, or − ``--base``, e.g. rs_sft for the RL-specific
+contrast: DerSimonian–Laird with a t interval on k − 1 df, HKSJ beside it, τ², k worlds); with ``--json`` also
+writes the blocks. Worlds whose start failed the competence gate are left out (as the headline does). Two runs of
+one world from different SFT starts are two units (random effects over worlds and starts); the same start given
+twice is refused."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("runs", nargs="+", help="run directories (each with summary.json), one per SFT start; a "
                                             "world may have several (their t interval keeps worlds - 1 df)")
-    ap.add_argument("--arm", action="append", help="arm(s) against continued SFT (default: grpo)")
+    ap.add_argument("--arm", action="append", help="arm(s) set against --base (default: grpo)")
     ap.add_argument("--base", default="sft", help="the arm each --arm is set against (default sft, continued SFT; "
                                                   "rs_sft: rejection-sampling SFT, the RL-specific contrast)")
     ap.add_argument("--json", help="also write the blocks to this file")

@@ -23,6 +23,7 @@ LONG_RL: dict[str, Any] = {"total_steps": 40, "learning_rate": 5e-4}  # twice th
 LEARNS_RL: dict[str, Any] = {"total_steps": 100, "learning_rate": 2e-4}  # the dose that raises train success over
 #                                       continued SFT (docs/squeeze.md "A dose that learns": +0.039 [+0.005, +0.073]
 #                                       over 10 seeds on world 0, +0.082 on world 1)
+_PRESET_RL = {"long": LONG_RL, "learns": LEARNS_RL}  # presets that are the default run at another RL dose
 ARM_LABELS = {
     "sft": "SFT (continued, diverse demos)",
     "grpo": "GRPO",
@@ -170,8 +171,8 @@ class SqueezeConfig:
                        # sft_kl as a pipeline check: at 6 quick steps GRPO's KL reached ~0.18 and continued SFT's only
                        # ~0.11 after 18, so 3x the steps buy no match, only ~90 s of `--arms all`
                        sft_kl_max_factor=1)
-        elif name in ("long", "learns"):
-            base = cls(rl=replace(cls().rl, **(LONG_RL if name == "long" else LEARNS_RL)), start_from="shipped")
+        elif name in _PRESET_RL:
+            base = cls(rl=replace(cls().rl, **_PRESET_RL[name]), start_from="shipped")
         else:
             base = cls(start_from="shipped")
         base.preset_name = name
